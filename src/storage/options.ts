@@ -1,0 +1,220 @@
+// Logger options: the specification's keys, their defaults, validation, and persistence in
+// `configs/options.json`. A logger created without options reloads and merges the saved ones.
+
+import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { dirname } from 'node:path';
+
+export type DropPolicy = 'block' | 'drop_newest' | 'drop_oldest';
+export const DROP_POLICIES: readonly DropPolicy[] = ['block', 'drop_newest', 'drop_oldest'];
+
+export interface ProducerConfig {
+  /** Capacity of the in-memory queue, in rows. */
+  max_queue_size: number;
+  drop_policy: DropPolicy;
+  validate_required: boolean;
+  validate_types: boolean;
+  normalize_service_name: boolean;
+  default_service_name: string;
+  /** With `block`: how long a producer may wait for room before its rows are refused (queue_full). */
+  block_timeout_s: number;
+}
+
+export interface AggregatorConfig {
+  /** Seconds the oldest row of a batch may wait in memory before the batch is written. */
+  max_age_s: number;
+  /** Under light load, a batch smaller than this waits (at most max_age_s) for more rows. */
+  min_batch_rows: number;
+  max_batch_rows: number;
+  /** Keep batch column types stable (coerce every value to its column's type). */
+  strict_df: boolean;
+}
+
+export interface StorageConfig {
+  /** A checkpoint is written after every N commits. */
+  checkpoint_interval: number;
+  /** In-day compaction runs when a table has this many small files. */
+  compact_min_files: number;
+  /** Files with fewer rows than this count as small. */
+  compact_small_file_rows: number;
+  /** zstd level of data files. */
+  zstd_level: number;
+}
+
+export interface ServerConfig {
+  host: string;
+  port: number;
+  /** Largest accepted request body after decompression, in bytes. */
+  body_limit_bytes: number;
+  /** Project of requests with neither an X-Project-Id header nor a project.id resource attribute. */
+  default_project_id: string;
+}
+
+export interface LoggerOptions {
+  auto_start: boolean;
+  install_signal_handlers: boolean;
+  atexit_hook: boolean;
+  shipper_enabled: boolean;
+  producer_config: ProducerConfig;
+  aggregator_config: AggregatorConfig;
+  storage_config: StorageConfig;
+  server_config: ServerConfig;
+}
+
+/** Options as a caller may give them: every group and field optional. */
+export type PartialOptions = Partial<{
+  [K in keyof LoggerOptions]: LoggerOptions[K] extends object ? Partial<LoggerOptions[K]> : LoggerOptions[K];
+}>;
+
+export function defaultOptions(): LoggerOptions {
+  return {
+    auto_start: true,
+    install_signal_handlers: true,
+    atexit_hook: true,
+    shipper_enabled: true,
+    producer_config: {
+      max_queue_size: 2048,
+      drop_policy: 'block',
+      validate_required: true,
+      validate_types: true,
+      normalize_service_name: true,
+      default_service_name: 'unknown_service',
+      block_timeout_s: 5,
+    },
+    aggregator_config: {
+      max_age_s: 0.5,
+      min_batch_rows: 100,
+      max_batch_rows: 1000,
+      strict_df: true,
+    },
+    storage_config: {
+      checkpoint_interval: 100,
+      compact_min_files: 64,
+      compact_small_file_rows: 100_000,
+      zstd_level: 3,
+    },
+    server_config: {
+      host: '0.0.0.0',
+      port: 4318,
+      body_limit_bytes: 64 * 1024 * 1024,
+      default_project_id: 'default',
+    },
+  };
+}
+
+const GROUPS = ['producer_config', 'aggregator_config', 'storage_config', 'server_config'] as const;
+
+/** Overlays `over` onto `base` group by group; unknown keys are an error, not silently kept. */
+export function mergeOptions(base: LoggerOptions, over: PartialOptions | undefined): LoggerOptions {
+  const out = structuredClone(base);
+  if (!over) return out;
+  if (typeof over !== 'object' || Array.isArray(over)) throw new TypeError('options must be an object');
+  for (const [key, value] of Object.entries(over)) {
+    if (value === undefined) continue;
+    if (!(key in out)) throw new TypeError(`unknown option "${key}"`);
+    if ((GROUPS as readonly string[]).includes(key)) {
+      if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+        throw new TypeError(`option "${key}" must be an object`);
+      }
+      const group = out[key as (typeof GROUPS)[number]] as unknown as Record<string, unknown>;
+      for (const [k, v] of Object.entries(value)) {
+        if (v === undefined) continue;
+        if (!(k in group)) throw new TypeError(`unknown option "${key}.${k}"`);
+        group[k] = v;
+      }
+    } else {
+      (out as unknown as Record<string, unknown>)[key] = value;
+    }
+  }
+  validateOptions(out);
+  return out;
+}
+
+function check(cond: boolean, message: string): void {
+  if (!cond) throw new TypeError(`invalid option ${message}`);
+}
+
+const isPosInt = (v: unknown): boolean => Number.isSafeInteger(v) && (v as number) > 0;
+
+export function validateOptions(o: LoggerOptions): void {
+  for (const k of ['auto_start', 'install_signal_handlers', 'atexit_hook', 'shipper_enabled'] as const) {
+    check(typeof o[k] === 'boolean', `${k}: expected a boolean`);
+  }
+  const p = o.producer_config;
+  check(isPosInt(p.max_queue_size), 'producer_config.max_queue_size: expected a positive integer');
+  check(
+    DROP_POLICIES.includes(p.drop_policy),
+    `producer_config.drop_policy: expected one of ${DROP_POLICIES.join(', ')}`,
+  );
+  for (const k of ['validate_required', 'validate_types', 'normalize_service_name'] as const) {
+    check(typeof p[k] === 'boolean', `producer_config.${k}: expected a boolean`);
+  }
+  check(
+    typeof p.default_service_name === 'string' && p.default_service_name.length > 0,
+    'producer_config.default_service_name: expected a non-empty string',
+  );
+  check(
+    typeof p.block_timeout_s === 'number' && p.block_timeout_s >= 0,
+    'producer_config.block_timeout_s: expected a number >= 0',
+  );
+  const a = o.aggregator_config;
+  check(
+    typeof a.max_age_s === 'number' && a.max_age_s > 0,
+    'aggregator_config.max_age_s: expected a number > 0',
+  );
+  check(isPosInt(a.min_batch_rows), 'aggregator_config.min_batch_rows: expected a positive integer');
+  check(isPosInt(a.max_batch_rows), 'aggregator_config.max_batch_rows: expected a positive integer');
+  check(
+    a.min_batch_rows <= a.max_batch_rows,
+    'aggregator_config.min_batch_rows: must not exceed max_batch_rows',
+  );
+  check(typeof a.strict_df === 'boolean', 'aggregator_config.strict_df: expected a boolean');
+  const s = o.storage_config;
+  check(isPosInt(s.checkpoint_interval), 'storage_config.checkpoint_interval: expected a positive integer');
+  check(isPosInt(s.compact_min_files), 'storage_config.compact_min_files: expected a positive integer');
+  check(
+    isPosInt(s.compact_small_file_rows),
+    'storage_config.compact_small_file_rows: expected a positive integer',
+  );
+  check(isPosInt(s.zstd_level) && s.zstd_level <= 22, 'storage_config.zstd_level: expected an integer 1..22');
+  const v = o.server_config;
+  check(typeof v.host === 'string' && v.host.length > 0, 'server_config.host: expected a host name');
+  check(Number.isInteger(v.port) && v.port >= 0 && v.port <= 65535, 'server_config.port: expected 0..65535');
+  check(isPosInt(v.body_limit_bytes), 'server_config.body_limit_bytes: expected a positive integer');
+  check(
+    typeof v.default_project_id === 'string' && v.default_project_id.length > 0,
+    'server_config.default_project_id: expected a non-empty string',
+  );
+}
+
+export async function loadSavedOptions(file: string): Promise<PartialOptions | undefined> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw err;
+  }
+  try {
+    return JSON.parse(text) as PartialOptions;
+  } catch (err) {
+    throw new Error(`${file} is not valid JSON: ${(err as Error).message}`);
+  }
+}
+
+/** Writes the options atomically (temp file + rename), so a crash never leaves half a file. */
+export async function saveOptions(file: string, options: LoggerOptions): Promise<void> {
+  await mkdir(dirname(file), { recursive: true });
+  const tmp = `${file}.${process.pid}.tmp`;
+  await writeFile(tmp, JSON.stringify(options, null, 2) + '\n');
+  await rename(tmp, file);
+}
+
+/** Saved options (if any) overlaid with the given ones, on top of the defaults. */
+export async function resolveOptions(
+  file: string,
+  given: PartialOptions | undefined,
+): Promise<LoggerOptions> {
+  const saved = await loadSavedOptions(file);
+  const fromSaved = mergeOptions(defaultOptions(), saved);
+  return mergeOptions(fromSaved, given);
+}
