@@ -1,0 +1,177 @@
+// A small pool of worker threads that run named tasks. Polars work (Parquet writes, queries) runs
+// here with the synchronous API: the event loop stays free, and a native panic surfaces as a
+// catchable error instead of aborting the process (see notes/nodejs-polars.md). Workers are
+// recycled after a number of tasks because polars frees native memory only when V8 collects.
+
+import { isMainThread, parentPort, type Transferable, Worker } from 'node:worker_threads';
+
+/** URL of a sibling module, `.ts` when running from source and `.js` when built. */
+export function siblingModule(importMetaUrl: string, name: string): URL {
+  const ext = importMetaUrl.endsWith('.ts') ? '.ts' : '.js';
+  return new URL(`./${name}${ext}`, importMetaUrl);
+}
+
+type Pending = { resolve: (v: unknown) => void; reject: (e: Error) => void };
+
+interface Slot {
+  worker: Worker;
+  busy: boolean;
+  tasksRun: number;
+  pending: Map<number, Pending>;
+}
+
+export interface WorkerPoolOptions {
+  size: number;
+  /** Replace a worker after it ran this many tasks (bounds native memory). 0 = never. */
+  recycleAfter?: number;
+  /** Extra flags for the worker (e.g. '--expose-gc'). */
+  execArgv?: string[];
+}
+
+type Queued = { task: string; payload: unknown; transfer: Transferable[]; p: Pending };
+
+export class WorkerPool {
+  private readonly url: URL;
+  private readonly opts: Required<WorkerPoolOptions>;
+  private readonly slots: Slot[] = [];
+  private readonly queue: Queued[] = [];
+  private nextId = 1;
+  private closed = false;
+
+  constructor(moduleUrl: URL, opts: WorkerPoolOptions) {
+    this.url = moduleUrl;
+    this.opts = { recycleAfter: 0, execArgv: [], ...opts };
+  }
+
+  /** Runs `task` on a free worker; rejects with the worker's error message. */
+  run<T>(task: string, payload: unknown, transfer: Transferable[] = []): Promise<T> {
+    if (this.closed) return Promise.reject(new Error('worker pool is closed'));
+    return new Promise<T>((resolve, reject) => {
+      this.queue.push({ task, payload, transfer, p: { resolve: resolve as (v: unknown) => void, reject } });
+      this.dispatch();
+    });
+  }
+
+  get busyWorkers(): number {
+    return this.slots.filter((s) => s.busy).length;
+  }
+
+  get queuedTasks(): number {
+    return this.queue.length;
+  }
+
+  private dispatch(): void {
+    while (this.queue.length > 0) {
+      let slot = this.slots.find((s) => !s.busy);
+      if (!slot && this.slots.length < this.opts.size) slot = this.spawn();
+      if (!slot) return;
+      const job = this.queue.shift()!;
+      const id = this.nextId++;
+      slot.busy = true;
+      slot.worker.ref(); // a task in flight keeps the process alive; an idle worker does not
+      slot.pending.set(id, job.p);
+      slot.worker.postMessage({ id, task: job.task, payload: job.payload }, job.transfer);
+    }
+  }
+
+  private spawn(): Slot {
+    const worker = new Worker(this.url, { execArgv: [...process.execArgv, ...this.opts.execArgv] });
+    worker.unref();
+    const slot: Slot = { worker, busy: false, tasksRun: 0, pending: new Map() };
+    worker.on('message', (msg: { id: number; ok: boolean; result?: unknown; error?: string }) => {
+      const p = slot.pending.get(msg.id);
+      slot.pending.delete(msg.id);
+      slot.busy = false;
+      slot.worker.unref();
+      slot.tasksRun++;
+      if (p) {
+        if (msg.ok) p.resolve(msg.result);
+        else p.reject(new Error(msg.error));
+      }
+      if (this.opts.recycleAfter > 0 && slot.tasksRun >= this.opts.recycleAfter) this.retire(slot);
+      this.dispatch();
+    });
+    worker.on('error', (err) => this.fail(slot, err));
+    worker.on('exit', (code) => {
+      if (slot.pending.size > 0) this.fail(slot, new Error(`worker exited with code ${code}`));
+      this.remove(slot);
+    });
+    this.slots.push(slot);
+    return slot;
+  }
+
+  private fail(slot: Slot, err: Error): void {
+    for (const p of slot.pending.values()) p.reject(err);
+    slot.pending.clear();
+    this.remove(slot);
+    void slot.worker.terminate();
+    this.dispatch();
+  }
+
+  private retire(slot: Slot): void {
+    this.remove(slot);
+    void slot.worker.terminate();
+  }
+
+  private remove(slot: Slot): void {
+    const i = this.slots.indexOf(slot);
+    if (i >= 0) this.slots.splice(i, 1);
+  }
+
+  /** Waits for tasks in flight, then stops every worker. Queued tasks not yet started are rejected. */
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const q of this.queue.splice(0)) q.p.reject(new Error('worker pool is closed'));
+    await Promise.all(
+      this.slots.map(
+        (s) =>
+          new Promise<void>((resolve) => {
+            if (!s.busy) return resolve();
+            const t = setInterval(() => {
+              if (!s.busy) {
+                clearInterval(t);
+                resolve();
+              }
+            }, 5);
+          }),
+      ),
+    );
+    await Promise.all(this.slots.splice(0).map((s) => s.worker.terminate()));
+  }
+}
+
+export type TaskHandlers = Record<string, (payload: never) => unknown | Promise<unknown>>;
+
+/**
+ * Worker side: answers tasks posted by a WorkerPool. A result may be `{ value, transfer }` built
+ * with `transferResult` to hand buffers back without copying.
+ */
+export function serveTasks(handlers: TaskHandlers): void {
+  if (isMainThread || !parentPort) throw new Error('serveTasks must run in a worker thread');
+  const port = parentPort;
+  port.on('message', async (msg: { id: number; task: string; payload: unknown }) => {
+    try {
+      const handler = handlers[msg.task];
+      if (!handler) throw new Error(`unknown task ${msg.task}`);
+      const out = await handler(msg.payload as never);
+      if (out instanceof TransferResult)
+        port.postMessage({ id: msg.id, ok: true, result: out.value }, out.transfer);
+      else port.postMessage({ id: msg.id, ok: true, result: out });
+    } catch (err) {
+      port.postMessage({ id: msg.id, ok: false, error: err instanceof Error ? err.message : String(err) });
+    }
+  });
+}
+
+class TransferResult {
+  readonly value: unknown;
+  readonly transfer: Transferable[];
+  constructor(value: unknown, transfer: Transferable[]) {
+    this.value = value;
+    this.transfer = transfer;
+  }
+}
+
+export function transferResult(value: unknown, transfer: Transferable[]): TransferResult {
+  return new TransferResult(value, transfer);
+}
