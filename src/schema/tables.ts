@@ -27,8 +27,10 @@ export type ColumnType = ScalarType | ListType;
 export interface ColumnDef {
   readonly name: string;
   readonly type: ColumnType;
-  /** Required columns are `nullable: false` in the Delta schema and checked by validation. */
+  /** Checked by validation (`validate_required`): a row without it is rejected. */
   readonly required: boolean;
+  /** The Delta schema's `nullable`. Only the columns every stored row has are `false`. */
+  readonly nullable: boolean;
 }
 
 export interface TableSchema {
@@ -38,12 +40,18 @@ export interface TableSchema {
   readonly byName: ReadonlyMap<string, ColumnDef>;
 }
 
-const col = (name: string, type: ColumnType, required = false): ColumnDef => ({ name, type, required });
+const col = (name: string, type: ColumnType, required = false): ColumnDef => ({
+  name,
+  type,
+  required,
+  nullable: true,
+});
 
-// Identity columns every table starts with.
+// Identity columns every table starts with; every stored row has the first two, whatever the
+// validation settings, so they are the only non-nullable columns.
 const HEAD: ColumnDef[] = [
-  col('project_id', 'string', true),
-  col('event_ts', 'timestamp', true),
+  { name: 'project_id', type: 'string', required: true, nullable: false },
+  { name: 'event_ts', type: 'timestamp', required: true, nullable: false },
   col('service_name', 'string'),
 ];
 
