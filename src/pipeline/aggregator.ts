@@ -1,0 +1,249 @@
+// The aggregator drains the producer queue into one columnar batch per (table, day) and hands
+// full or old batches to the table writer. A batch is written when it reaches `max_batch_rows`,
+// when its oldest row is `max_age_s` old, or, once the queue is drained, when it has at least
+// `min_batch_rows` and its table has no write in flight: under load batches grow while the
+// previous write runs; under light load small batches wait at most `max_age_s` for company.
+// Rows held here (building or being written) are bounded, so a slow disk fills the queue and
+// the producer's drop policy applies: backpressure instead of unbounded memory.
+
+import { BatchBuilder, type ColumnBatch } from '../delta/batch.ts';
+import { SCHEMAS, TABLE_NAMES, type TableName } from '../schema/tables.ts';
+import type { AggregatorConfig } from '../storage/options.ts';
+import type { Producer } from './producer.ts';
+
+export interface TableWriter {
+  append(batch: ColumnBatch): Promise<unknown>;
+  close(): Promise<void>;
+}
+
+/** Opens (creating if needed) the table of one UTC day. */
+export type OpenTable = (table: TableName, day: string) => Promise<TableWriter>;
+
+export interface AggregatorStats {
+  pending_rows: Record<TableName, number>;
+  writes_in_flight: number;
+  batches_written: number;
+  rows_written: number;
+  /** Rows whose write failed after every retry (see last_error). */
+  rows_failed: number;
+  last_flush_at: string | null;
+  last_error: { at: string; message: string } | null;
+}
+
+interface Slot {
+  table: TableName;
+  day: string;
+  builder: BatchBuilder;
+  /** When the oldest row of the building batch arrived (clock ms). */
+  oldestAt: number;
+  /** Rows handed to the writer and not yet committed. */
+  writingRows: number;
+  /** Writes of one table and day are committed in order. */
+  tail: Promise<void>;
+  writer: Promise<TableWriter> | null;
+}
+
+const MAX_ATTEMPTS = 8;
+
+export class Aggregator {
+  private readonly slots = new Map<string, Slot>();
+  private readonly producer: Producer;
+  private readonly cfg: AggregatorConfig;
+  private readonly openTable: OpenTable;
+  private readonly clock: () => number;
+  /** Rows held in builders and in writes, at most; beyond it the queue is left to fill. */
+  private readonly holdLimit: number;
+  private held = 0;
+  private timer: NodeJS.Timeout | null = null;
+  private drainScheduled = false;
+  private stopped = false;
+  private readonly inFlight = new Set<Promise<void>>();
+  private batchesWritten = 0;
+  private rowsWritten = 0;
+  private rowsFailed = 0;
+  private lastFlushAt: number | null = null;
+  private lastError: { at: string; message: string } | null = null;
+  private retryDelayMs = 100;
+
+  constructor(producer: Producer, cfg: AggregatorConfig, openTable: OpenTable, clock: () => number) {
+    this.producer = producer;
+    this.cfg = cfg;
+    this.openTable = openTable;
+    this.clock = clock;
+    this.holdLimit = Math.max(4 * cfg.max_batch_rows, 2 * cfg.min_batch_rows);
+    producer.onEnqueue = () => this.scheduleDrain();
+  }
+
+  /** Starts the age timer; draining starts with the first enqueued row. */
+  start(): void {
+    if (this.timer || this.stopped) return;
+    const tickMs = Math.max(10, Math.min(250, (this.cfg.max_age_s * 1000) / 4));
+    this.timer = setInterval(() => this.onTick(), tickMs);
+    this.timer.unref();
+    this.scheduleDrain();
+  }
+
+  private scheduleDrain(): void {
+    if (this.drainScheduled || this.stopped || !this.timer) return;
+    this.drainScheduled = true;
+    setImmediate(() => {
+      this.drainScheduled = false;
+      this.drain();
+    });
+  }
+
+  /** Moves queued rows into batches while the hold limit allows. */
+  private drain(): void {
+    while (this.held < this.holdLimit && this.producer.depth > 0) {
+      const chunk = this.producer.take(Math.min(this.holdLimit - this.held, 4096));
+      for (const q of chunk) {
+        const slot = this.slot(q.table, q.day);
+        if (slot.builder.size === 0) slot.oldestAt = this.clock();
+        slot.builder.push(q.row);
+        this.held++;
+        if (slot.builder.size >= this.cfg.max_batch_rows) this.flush(slot);
+      }
+    }
+    if (this.producer.depth === 0) {
+      for (const slot of this.slots.values()) {
+        if (slot.builder.size >= this.cfg.min_batch_rows && slot.writingRows === 0) this.flush(slot);
+      }
+    }
+  }
+
+  private onTick(): void {
+    const now = this.clock();
+    const maxAgeMs = this.cfg.max_age_s * 1000;
+    for (const slot of this.slots.values()) {
+      if (slot.builder.size > 0 && now - slot.oldestAt >= maxAgeMs) this.flush(slot);
+    }
+    this.closeIdlePastDays();
+    if (this.producer.depth > 0) this.drain();
+  }
+
+  private slot(table: TableName, day: string): Slot {
+    const key = `${table}/${day}`;
+    let s = this.slots.get(key);
+    if (!s) {
+      s = {
+        table,
+        day,
+        builder: new BatchBuilder(SCHEMAS[table], Math.min(this.cfg.max_batch_rows, 4096)),
+        oldestAt: 0,
+        writingRows: 0,
+        tail: Promise.resolve(),
+        writer: null,
+      };
+      this.slots.set(key, s);
+    }
+    return s;
+  }
+
+  /** Hands the slot's building batch to its writer (after the slot's previous writes). */
+  private flush(slot: Slot): void {
+    const n = slot.builder.size;
+    if (n === 0) return;
+    const batch = slot.builder.finish();
+    slot.writingRows += n;
+    const write = slot.tail.then(() => this.write(slot, batch));
+    slot.tail = write;
+    this.inFlight.add(write);
+    void write.finally(() => {
+      this.inFlight.delete(write);
+      slot.writingRows -= n;
+      this.held -= n;
+      this.scheduleDrain();
+    });
+  }
+
+  private async write(slot: Slot, batch: ColumnBatch): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        slot.writer ??= this.openTable(slot.table, slot.day).catch((err) => {
+          slot.writer = null; // open again on the next attempt
+          throw err;
+        });
+        const writer = await slot.writer;
+        await writer.append(batch);
+        this.batchesWritten++;
+        this.rowsWritten += batch.numRows;
+        this.lastFlushAt = Date.now();
+        return;
+      } catch (err) {
+        this.lastError = { at: new Date().toISOString(), message: `${slot.table} ${slot.day}: ${(err as Error).message}` };
+        if (attempt >= MAX_ATTEMPTS || this.stopped) {
+          this.rowsFailed += batch.numRows;
+          return;
+        }
+        await new Promise((r) => setTimeout(r, Math.min(10_000, this.retryDelayMs * 2 ** (attempt - 1))));
+      }
+    }
+  }
+
+  /** Closes the tables of past days once nothing of theirs is pending. */
+  private closeIdlePastDays(): void {
+    const today = this.producer.today();
+    for (const [key, slot] of this.slots) {
+      if (slot.day !== today && slot.builder.size === 0 && slot.writingRows === 0) {
+        this.slots.delete(key);
+        if (slot.writer) void slot.writer.then((w) => w.close()).catch(() => {});
+      }
+    }
+  }
+
+  /** Drains the queue completely, writes every batch and waits for the writes (stop with flush 'auto'). */
+  async flushAll(): Promise<void> {
+    for (;;) {
+      this.drainAll();
+      for (const slot of this.slots.values()) this.flush(slot);
+      if (this.inFlight.size === 0 && this.producer.depth === 0) return;
+      await Promise.all([...this.inFlight]);
+    }
+  }
+
+  /** Like drain, but ignores the hold limit: used when stopping. */
+  private drainAll(): void {
+    for (const q of this.producer.take(Number.POSITIVE_INFINITY)) {
+      const slot = this.slot(q.table, q.day);
+      if (slot.builder.size === 0) slot.oldestAt = this.clock();
+      slot.builder.push(q.row);
+      this.held++;
+      if (slot.builder.size >= this.cfg.max_batch_rows) this.flush(slot);
+    }
+  }
+
+  /** Waits for writes already handed to the writers (stop with flush 'none'). */
+  async waitForWrites(): Promise<void> {
+    while (this.inFlight.size > 0) await Promise.all([...this.inFlight]);
+  }
+
+  /** Stops the timers and closes every table; call after flushAll or waitForWrites. */
+  async close(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+    await this.waitForWrites();
+    const writers = [...this.slots.values()].map((s) => s.writer).filter((w) => w !== null);
+    this.slots.clear();
+    await Promise.all(writers.map((w) => w.then((t) => t.close()).catch(() => {})));
+  }
+
+  /** Rows buffered in batches and not yet written, by table. */
+  pendingRows(): Record<TableName, number> {
+    const out = Object.fromEntries(TABLE_NAMES.map((t) => [t, 0])) as Record<TableName, number>;
+    for (const s of this.slots.values()) out[s.table] += s.builder.size + s.writingRows;
+    return out;
+  }
+
+  stats(): AggregatorStats {
+    return {
+      pending_rows: this.pendingRows(),
+      writes_in_flight: this.inFlight.size,
+      batches_written: this.batchesWritten,
+      rows_written: this.rowsWritten,
+      rows_failed: this.rowsFailed,
+      last_flush_at: this.lastFlushAt === null ? null : new Date(this.lastFlushAt).toISOString(),
+      last_error: this.lastError,
+    };
+  }
+}
