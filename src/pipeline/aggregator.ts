@@ -170,7 +170,10 @@ export class Aggregator {
         this.lastFlushAt = Date.now();
         return;
       } catch (err) {
-        this.lastError = { at: new Date().toISOString(), message: `${slot.table} ${slot.day}: ${(err as Error).message}` };
+        this.lastError = {
+          at: new Date().toISOString(),
+          message: `${slot.table} ${slot.day}: ${(err as Error).message}`,
+        };
         if (attempt >= MAX_ATTEMPTS || this.stopped) {
           this.rowsFailed += batch.numRows;
           return;

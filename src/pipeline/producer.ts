@@ -104,7 +104,11 @@ export class Producer {
    * is then not half stored twice). A group larger than the whole queue is taken when the queue
    * is empty, so no request size is refused forever.
    */
-  async enqueue(table: TableName, rows: readonly Row[], waitMs = this.blockTimeoutMs): Promise<EnqueueOutcome> {
+  async enqueue(
+    table: TableName,
+    rows: readonly Row[],
+    waitMs = this.blockTimeoutMs,
+  ): Promise<EnqueueOutcome> {
     if (this.closed) return 'stopped';
     const n = rows.length;
     if (n === 0) return 'enqueued';

@@ -198,16 +198,16 @@ export function normalizeRow(schema: TableSchema, input: unknown, s: ValidationS
   computeDerived(schema, row);
 
   if (s.validateRequired) {
+    // event_ts is computed: name the input column it missed instead (checked first, below).
     for (const def of schema.columns) {
-      if (def.required && isMissing(row[def.name]))
+      if (def.required && def.name !== 'event_ts' && isMissing(row[def.name])) {
         return { ok: false, reason: `missing_required:${def.name}` };
+      }
     }
-  } else if (row['event_ts'] === null) {
-    // event_ts orders every read; without it the row cannot be stored at all.
-    return { ok: false, reason: 'missing_required:event_ts' };
   }
-  if (row['project_id'] === null || row['project_id'] === '')
-    return { ok: false, reason: 'missing_required:project_id' };
+  // The tenant key and the ordering time are stored in every row, whatever the settings.
+  if (isMissing(row['project_id'])) return { ok: false, reason: 'missing_required:project_id' };
+  if (row['event_ts'] === null) return { ok: false, reason: 'missing_required:event_ts' };
   return { ok: true, row };
 }
 
