@@ -1,0 +1,30 @@
+#!/usr/bin/env node
+// Launcher of the otelake CLI. In a git checkout the TypeScript source runs directly (Node's type
+// stripping), so it is never stale; an installed package has no src/ and runs the compiled dist/.
+// Node refuses to strip types under node_modules, so there dist/ is always used.
+import { existsSync } from 'node:fs';
+
+const [major, minor] = process.versions.node.split('.').map(Number);
+if (major < 22) {
+  process.stderr.write(`otelake needs Node.js >= 22 (this is ${process.version})\n`);
+  process.exit(1);
+}
+
+const source = new URL('../src/cli/main.ts', import.meta.url);
+const compiled = new URL('../dist/cli/main.js', import.meta.url);
+const canStrip = Boolean(process.features.typescript) && !import.meta.url.includes('/node_modules/');
+
+let entry;
+if (canStrip && existsSync(source)) entry = source;
+else if (existsSync(compiled)) entry = compiled;
+else {
+  process.stderr.write(
+    existsSync(source)
+      ? `otelake: Node ${major}.${minor} cannot run TypeScript directly; run \`npm run build\` or use Node >= 22.18\n`
+      : 'otelake: dist/ is missing; run `npm run build`\n',
+  );
+  process.exit(1);
+}
+
+const { main } = await import(entry.href);
+await main();

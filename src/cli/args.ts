@@ -1,0 +1,72 @@
+// Parsers of flag values. Each throws commander's InvalidArgumentError, which commander turns into
+// "error: option '...' argument '...' is invalid. <reason>" and the CLI into exit code 2.
+
+import { InvalidArgumentError } from 'commander';
+import { TABLE_NAMES, type TableName } from '../schema/tables.ts';
+import { validateDay, validateInstanceId } from '../storage/layout.ts';
+
+export const STORAGE_KINDS = ['auto', 'local', 's3'] as const;
+export type StorageKind = (typeof STORAGE_KINDS)[number];
+
+export function parsePort(value: string): number {
+  const n = Number(value);
+  if (!/^\d+$/.test(value.trim()) || !Number.isInteger(n) || n < 1 || n > 65535) {
+    throw new InvalidArgumentError('Expected a port number from 1 to 65535.');
+  }
+  return n;
+}
+
+export function parsePositiveInt(value: string): number {
+  const n = Number(value);
+  if (!/^\d+$/.test(value.trim()) || !Number.isSafeInteger(n) || n < 1) {
+    throw new InvalidArgumentError('Expected a positive integer.');
+  }
+  return n;
+}
+
+export function parseSeconds(value: string): number {
+  const n = Number(value);
+  if (value.trim() === '' || !Number.isFinite(n) || n <= 0) {
+    throw new InvalidArgumentError('Expected a number of seconds greater than 0.');
+  }
+  return n;
+}
+
+export function parseDay(value: string): string {
+  try {
+    return validateDay(value);
+  } catch {
+    throw new InvalidArgumentError('Expected a real UTC day as YYYY-MM-DD.');
+  }
+}
+
+export function parseInstanceId(value: string): string {
+  try {
+    return validateInstanceId(value);
+  } catch {
+    throw new InvalidArgumentError(
+      "Use 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit.",
+    );
+  }
+}
+
+export function parseHost(value: string): string {
+  const host = value.trim();
+  if (host === '' || /[\s/]/.test(host))
+    throw new InvalidArgumentError('Expected a host name or IP address.');
+  return host;
+}
+
+/** `--select` is repeatable; a comma-separated list in one value is accepted too. */
+export function collectColumns(value: string, previous: string[] | undefined): string[] {
+  const names = value
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
+  if (names.length === 0) throw new InvalidArgumentError('Expected a column name.');
+  return [...(previous ?? []), ...names];
+}
+
+export function isTable(value: string): value is TableName {
+  return (TABLE_NAMES as readonly string[]).includes(value);
+}

@@ -1,0 +1,120 @@
+// The command tree of `otelake`: commands, flags, defaults and help texts exactly as in the
+// specification. Each command's work lives in its own module, loaded only when it runs, so that
+// `otelake status` does not pay for loading the storage engine.
+
+import { readFileSync } from 'node:fs';
+import { Command, Option } from 'commander';
+import { TABLE_NAMES } from '../schema/tables.ts';
+import { DEFAULT_DIR, DEFAULT_INSTANCE_ID } from '../storage/layout.ts';
+import {
+  collectColumns,
+  parseDay,
+  parseHost,
+  parseInstanceId,
+  parsePort,
+  parsePositiveInt,
+  parseSeconds,
+  STORAGE_KINDS,
+} from './args.ts';
+
+export interface InstanceFlags {
+  instanceId: string;
+  dir: string;
+}
+export interface StartFlags extends InstanceFlags {
+  host: string;
+  port: number;
+  reload: boolean;
+  foreground: boolean;
+  /** false when a --reload supervisor owns the pidfile for its server child (hidden flag). */
+  pidfile: boolean;
+}
+export interface StopFlags extends InstanceFlags {
+  force: boolean;
+}
+export interface StatusFlags {
+  host: string;
+  port: number;
+  timeout: number;
+}
+export interface ViewFlags extends InstanceFlags {
+  storage: 'auto' | 'local' | 's3';
+  rows: number;
+  table?: string;
+  select?: string[];
+  dateFrom?: string;
+  dateTo?: string;
+}
+
+/** The version in package.json (same relative place from src/cli and dist/cli). */
+export function packageVersion(): string {
+  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8'));
+  return String(pkg.version);
+}
+
+function instanceOptions(cmd: Command, what: string): Command {
+  return cmd
+    .option(
+      '-I, --instance-id <id>',
+      `instance ${what} (folder name under --dir)`,
+      parseInstanceId,
+      DEFAULT_INSTANCE_ID,
+    )
+    .option('-D, --dir <path>', 'root directory of instances', DEFAULT_DIR);
+}
+
+export function buildProgram(): Command {
+  const program = new Command('otelake')
+    .description('OpenTelemetry (OTLP/HTTP) ingestion into Delta Lake tables')
+    .version(packageVersion(), '-V, --version', 'print the version')
+    .helpOption('-h, --help', 'show help')
+    .helpCommand(false)
+    .exitOverride()
+    .showHelpAfterError('(run with --help for usage)');
+
+  instanceOptions(program.command('init'), 'to create')
+    .description('create the instance layout and a baseline configs/options.json (keeps existing options)')
+    .action(async (flags: InstanceFlags) => (await import('./init.ts')).initCommand(flags));
+
+  instanceOptions(program.command('start'), 'to serve')
+    .description('start the OTLP/HTTP server (in the background with a pidfile, unless --foreground)')
+    .option('-H, --host <host>', 'bind host', parseHost, '0.0.0.0')
+    .option('-P, --port <port>', 'bind port', parsePort, 4318)
+    .option('-R, --reload', 'restart the server when its code changes (only with --foreground)', false)
+    .option('-F, --foreground', 'run in this terminal instead of in the background', false)
+    .addOption(new Option('--no-pidfile', 'the supervising process owns the pidfile').hideHelp())
+    .action(async (flags: StartFlags) => (await import('./start.ts')).startCommand(flags));
+
+  instanceOptions(program.command('stop'), 'to stop')
+    .description('stop the background server of an instance (graceful flush, then exit)')
+    .option('-F, --force', 'kill the server if it does not stop gracefully in time', false)
+    .action(async (flags: StopFlags) => (await import('./stop.ts')).stopCommand(flags));
+
+  program
+    .command('status')
+    .description("show a running server's health: queue, accepted/rejected/dropped rows, writes")
+    .option('-H, --host <host>', 'server to probe', parseHost, '127.0.0.1')
+    .option('-P, --port <port>', 'server port', parsePort, 4318)
+    .option('-T, --timeout <seconds>', 'HTTP timeout in seconds', parseSeconds, 5.0)
+    .action(async (flags: StatusFlags) => (await import('./status.ts')).statusCommand(flags));
+
+  instanceOptions(program.command('view'), 'to read')
+    .description('show the latest rows of a table (newest first by event_ts)')
+    .addOption(
+      new Option('-S, --storage <storage>', 'where to read: auto, local or s3')
+        .choices(STORAGE_KINDS)
+        .default('auto'),
+    )
+    .option('-n, --rows <n>', 'number of latest rows to show', parsePositiveInt, 10)
+    .addOption(
+      new Option('-t, --table <table>', 'table to read (a picker is shown when omitted)').choices(
+        TABLE_NAMES,
+      ),
+    )
+    .option('-s, --select <column>', 'column to show (repeatable, or comma-separated)', collectColumns)
+    .option('--date-from <YYYY-MM-DD>', 'first UTC day to read, inclusive', parseDay)
+    .option('--date-to <YYYY-MM-DD>', 'last UTC day to read, inclusive', parseDay)
+    .action(async (flags: ViewFlags) => (await import('./view.ts')).viewCommand(flags));
+
+  return program;
+}

@@ -1,0 +1,257 @@
+// `otelake start`: in the background by default (a detached `start --foreground` child writing to
+// the instance's server log), in this terminal with --foreground, and with --reload a supervisor
+// that restarts the server child whenever the code changes.
+
+import { type ChildProcess, spawn } from 'node:child_process';
+import { watch } from 'node:fs';
+import { mkdir, open, readFile, stat } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { dirname, resolve } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { InstanceLayout } from '../storage/layout.ts';
+import { CliError, UsageError } from './errors.ts';
+import { baseUrl, getJson, reachableHost } from './http.ts';
+import { claimPidFile, processAlive, readPid, removePidFile } from './pidfile.ts';
+import type { StartFlags } from './program.ts';
+
+/** The launcher, at the same place relative to src/cli and dist/cli. */
+const LAUNCHER = fileURLToPath(new URL('../../bin/otelake.js', import.meta.url));
+/** The code the --reload supervisor watches: src/ in a checkout, dist/ when installed. */
+const CODE_ROOT = fileURLToPath(new URL('..', import.meta.url));
+
+/** Seconds the background start waits for the server to answer; OTELAKE_START_TIMEOUT_S overrides. */
+function startTimeoutSeconds(): number {
+  const fromEnv = Number(process.env.OTELAKE_START_TIMEOUT_S);
+  return Number.isFinite(fromEnv) && fromEnv > 0 ? fromEnv : 60;
+}
+
+export async function startCommand(flags: StartFlags): Promise<void> {
+  if (flags.reload && !flags.foreground) {
+    throw new UsageError(
+      '--reload is only supported with --foreground (use: otelake start --foreground --reload)',
+    );
+  }
+  const layout = new InstanceLayout(flags.dir, flags.instanceId);
+  if (!flags.foreground) return startInBackground(flags, layout);
+  if (flags.reload) return superviseWithReload(flags, layout);
+  return runInForeground(flags, layout);
+}
+
+function alreadyRunning(layout: InstanceLayout, pid: number): CliError {
+  return new CliError(
+    `otelake is already running for instance '${layout.instanceId}' (pid ${pid}); stop it first with 'otelake stop'`,
+  );
+}
+
+function portInUse(host: string, port: number): CliError {
+  return new CliError(
+    `port ${port} on ${host} is already in use (another server?); choose another with --port`,
+  );
+}
+
+/** Fails fast and clearly when the port cannot be bound (the server would fail the same way). */
+async function checkPortFree(host: string, port: number): Promise<void> {
+  const probe = createServer();
+  try {
+    await new Promise<void>((ok, fail) => {
+      probe.once('error', fail);
+      probe.listen({ host, port, exclusive: true }, ok);
+    });
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'EADDRINUSE') throw portInUse(host, port);
+    if (code === 'EACCES') throw new CliError(`not allowed to bind port ${port} on ${host}`);
+    if (code === 'EADDRNOTAVAIL' || code === 'ENOTFOUND' || code === 'EAI_AGAIN') {
+      throw new CliError(`cannot bind ${host}: no such local address`);
+    }
+    throw err;
+  } finally {
+    await new Promise<void>((ok) => probe.close(() => ok()));
+  }
+}
+
+/** Removes a pidfile left by a server that died; refuses when its process still lives. */
+async function clearStalePidFile(layout: InstanceLayout): Promise<void> {
+  const pid = await readPid(layout.pidFile);
+  if (pid === undefined) return;
+  if (pid > 0 && processAlive(pid)) throw alreadyRunning(layout, pid);
+  await removePidFile(layout.pidFile, pid);
+  process.stderr.write(
+    `removed a stale pidfile (${pid > 0 ? `process ${pid}` : 'unreadable'}): the previous server did not stop cleanly\n`,
+  );
+}
+
+async function logTail(file: string, from: number, lines = 20): Promise<string> {
+  const text = await readFile(file, 'utf8').catch(() => '');
+  const tail = text.slice(from).trimEnd().split('\n').slice(-lines);
+  return tail.map((l) => `  | ${l}`).join('\n');
+}
+
+async function startInBackground(flags: StartFlags, layout: InstanceLayout): Promise<void> {
+  await clearStalePidFile(layout);
+  await checkPortFree(flags.host, flags.port);
+
+  const logFile = layout.serverLog;
+  await mkdir(dirname(logFile), { recursive: true });
+  const log = await open(logFile, 'a');
+  const logStart = (await stat(logFile)).size;
+  let child: ChildProcess;
+  try {
+    await log.write(`--- otelake start ${new Date().toISOString()} ---\n`);
+    const args = [
+      ...process.execArgv,
+      LAUNCHER,
+      'start',
+      '--foreground',
+      '--instance-id',
+      layout.instanceId,
+      '--dir',
+      resolve(flags.dir),
+      '--host',
+      flags.host,
+      '--port',
+      String(flags.port),
+    ];
+    child = spawn(process.execPath, args, {
+      detached: true,
+      stdio: ['ignore', log.fd, log.fd],
+      windowsHide: true,
+    });
+  } finally {
+    await log.close();
+  }
+  let exited: { code: number | null; signal: NodeJS.Signals | null } | undefined;
+  child.once('exit', (code, signal) => {
+    exited = { code, signal };
+  });
+  const spawnError = new Promise<Error>((ok) => child.once('error', ok));
+  child.unref();
+
+  const url = baseUrl(reachableHost(flags.host), flags.port);
+  const deadline = Date.now() + startTimeoutSeconds() * 1000;
+  let failure: Error | undefined;
+  void spawnError.then((err) => {
+    failure = err;
+  });
+  for (;;) {
+    if (failure) throw new CliError(`could not launch the server: ${failure.message}`);
+    if (exited) {
+      const how = exited.signal ? `signal ${exited.signal}` : `exit code ${exited.code}`;
+      const tail = await logTail(logFile, logStart);
+      throw new CliError(`the server stopped during startup (${how}); ${logFile} ends with:\n${tail}`);
+    }
+    const health = await getJson(`${url}/healthz`, 2);
+    if (health.ok && (await readPid(layout.pidFile)) === child.pid) break;
+    if (Date.now() > deadline) {
+      throw new CliError(
+        `the server (pid ${child.pid}) did not answer on ${url} within ${startTimeoutSeconds()} s; ` +
+          `it may still be starting: see ${logFile}, or stop it with 'otelake stop'`,
+      );
+    }
+    await sleep(150);
+  }
+  process.stdout.write(`otelake listening on ${baseUrl(flags.host, flags.port)} (pid ${child.pid})\n`);
+  process.stdout.write(`  log: ${logFile}\n`);
+}
+
+/** Runs the server in this process until SIGINT/SIGTERM, holding the pidfile meanwhile. */
+async function runInForeground(flags: StartFlags, layout: InstanceLayout): Promise<void> {
+  if (flags.pidfile) {
+    const claim = await claimPidFile(layout.pidFile);
+    if (!claim.claimed) throw alreadyRunning(layout, claim.runningPid);
+    if (claim.stalePid !== undefined) {
+      process.stderr.write(
+        `removed a stale pidfile (process ${claim.stalePid}): the previous server did not stop cleanly\n`,
+      );
+    }
+  }
+  try {
+    const { serveUntilStopped } = await import('./serve.ts');
+    await serveUntilStopped(flags, layout, () => portInUse(flags.host, flags.port));
+  } finally {
+    if (flags.pidfile) await removePidFile(layout.pidFile, process.pid);
+  }
+}
+
+/** A supervisor that owns the pidfile and restarts its server child when the code changes. */
+async function superviseWithReload(flags: StartFlags, layout: InstanceLayout): Promise<void> {
+  const claim = await claimPidFile(layout.pidFile);
+  if (!claim.claimed) throw alreadyRunning(layout, claim.runningPid);
+  const say = (msg: string) => process.stderr.write(`[reload] ${msg}\n`);
+  if (claim.stalePid !== undefined) say(`removed a stale pidfile (process ${claim.stalePid})`);
+
+  const args = [
+    ...process.execArgv,
+    LAUNCHER,
+    'start',
+    '--foreground',
+    '--no-pidfile',
+    '--instance-id',
+    layout.instanceId,
+    '--dir',
+    resolve(flags.dir),
+    '--host',
+    flags.host,
+    '--port',
+    String(flags.port),
+  ];
+  let child: ChildProcess | undefined;
+  let childExit: Promise<void> = Promise.resolve();
+  let stopping = false;
+  let restarting = false;
+
+  const launch = () => {
+    const c = spawn(process.execPath, args, { stdio: 'inherit' });
+    child = c;
+    childExit = new Promise<void>((ok) =>
+      c.once('exit', (code, signal) => {
+        if (child === c) child = undefined;
+        if (!stopping && !restarting) {
+          say(`server exited (${signal ?? `code ${code}`}); waiting for a code change to restart`);
+        }
+        ok();
+      }),
+    );
+  };
+  const stopChild = async () => {
+    if (child) child.kill('SIGTERM');
+    await childExit;
+  };
+
+  let timer: NodeJS.Timeout | undefined;
+  let changed = '';
+  const watcher = watch(CODE_ROOT, { recursive: true }, (_event, name) => {
+    if (stopping || !name || !/\.(ts|js|mjs|cjs|json)$/.test(String(name))) return;
+    changed = String(name);
+    clearTimeout(timer);
+    timer = setTimeout(async () => {
+      restarting = true;
+      say(`${changed} changed; restarting the server`);
+      await stopChild();
+      restarting = false;
+      if (!stopping) launch();
+    }, 250);
+  });
+
+  say(`watching ${CODE_ROOT} for changes`);
+  launch();
+  try {
+    await new Promise<void>((done) => {
+      const onSignal = async () => {
+        if (stopping) return;
+        stopping = true;
+        clearTimeout(timer);
+        watcher.close();
+        await stopChild();
+        process.off('SIGINT', onSignal);
+        process.off('SIGTERM', onSignal);
+        done();
+      };
+      process.on('SIGINT', onSignal);
+      process.on('SIGTERM', onSignal);
+    });
+  } finally {
+    await removePidFile(layout.pidFile, process.pid);
+  }
+}

@@ -1,0 +1,164 @@
+// `otelake status`: GET /healthz of a running server and show its process, producer (queue,
+// accepted, rejected and dropped rows by reason) and aggregator (pending rows per table, writes,
+// last flush, last error) as tables.
+
+import { TABLE_NAMES } from '../schema/tables.ts';
+import { CliError } from './errors.ts';
+import { baseUrl, getJson } from './http.ts';
+import type { StatusFlags } from './program.ts';
+import { grid, outputWidth, panel } from './render.ts';
+
+type Json = Record<string, unknown>;
+
+const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
+const num = (v: unknown): string =>
+  typeof v === 'number' ? v.toLocaleString('en-US') : v == null ? '-' : String(v);
+
+/** `{reason: count}` as "a 3, b 1", or "0" when empty. */
+function byReason(v: unknown): string {
+  if (!isObject(v)) return num(v);
+  const parts = Object.entries(v)
+    .filter(([, n]) => typeof n === 'number' && n > 0)
+    .map(([reason, n]) => `${reason} ${num(n)}`);
+  return parts.length === 0 ? '0' : parts.join(', ');
+}
+
+function total(v: unknown): number {
+  if (typeof v === 'number') return v;
+  if (!isObject(v)) return 0;
+  return Object.values(v).reduce<number>((a, n) => a + (typeof n === 'number' ? n : 0), 0);
+}
+
+function ago(iso: unknown, now: number): string {
+  if (typeof iso !== 'string') return 'never';
+  const t = Date.parse(iso);
+  if (Number.isNaN(t)) return iso;
+  return `${iso} (${duration((now - t) / 1000)} ago)`;
+}
+
+export function duration(seconds: number): string {
+  const s = Math.max(0, Math.round(seconds));
+  if (s < 60) return `${s} s`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return `${m} min ${s % 60} s`;
+  const h = Math.floor(m / 60);
+  if (h < 48) return `${h} h ${m % 60} min`;
+  return `${Math.floor(h / 24)} d ${h % 24} h`;
+}
+
+function bytes(v: unknown): string {
+  if (typeof v !== 'number') return num(v);
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let x = v;
+  let u = 0;
+  while (x >= 1024 && u < units.length - 1) {
+    x /= 1024;
+    u++;
+  }
+  return `${x.toFixed(u === 0 ? 0 : 1)} ${units[u]}`;
+}
+
+/** Finds a group such as `producer` at the top level or one level down (e.g. under `pipeline`). */
+function group(health: Json, name: string): Json | undefined {
+  if (isObject(health[name])) return health[name] as Json;
+  for (const v of Object.values(health)) if (isObject(v) && isObject(v[name])) return v[name] as Json;
+  return undefined;
+}
+
+/** The status report as text (exported for tests). */
+export function renderHealth(health: Json, url: string, now = Date.now(), width = outputWidth()): string {
+  const out: string[] = [];
+  const state = typeof health.status === 'string' ? health.status : 'ok';
+  out.push(`otelake ${health.version ?? ''} at ${url}: ${state}`.replace(/ {2}/g, ' '));
+
+  const server: [string, string][] = [];
+  const proc = isObject(health.process) ? (health.process as Json) : health;
+  const instance = health.instance ?? health.instance_id;
+  if (instance !== undefined)
+    server.push([
+      'instance',
+      isObject(instance) ? String(instance.id ?? JSON.stringify(instance)) : String(instance),
+    ]);
+  if (proc.pid !== undefined) server.push(['pid', String(proc.pid)]);
+  const uptime = proc.uptime_s ?? proc.uptime;
+  if (typeof uptime === 'number') server.push(['uptime', duration(uptime)]);
+  const mem = isObject(proc.memory) ? (proc.memory as Json) : proc;
+  const rss = mem.rss_bytes ?? mem.rss;
+  if (rss !== undefined) server.push(['memory (rss)', bytes(rss)]);
+  if (proc.node !== undefined) server.push(['node', String(proc.node)]);
+  if (server.length > 0) out.push(panel('server', server, width));
+
+  const p = group(health, 'producer');
+  if (p) {
+    const capacity = p.queue_capacity;
+    const depth = p.queue_depth;
+    const queue =
+      typeof depth === 'number' && typeof capacity === 'number' && capacity > 0
+        ? `${num(depth)} / ${num(capacity)} (${Math.round((100 * depth) / capacity)} %)`
+        : `${num(depth)} / ${num(capacity)}`;
+    const rows: [string, string][] = [['queue', queue]];
+    if (p.drop_policy !== undefined) rows.push(['drop policy', String(p.drop_policy)]);
+    if (p.blocked_producers !== undefined) rows.push(['blocked producers', num(p.blocked_producers)]);
+    rows.push(['accepted', num(p.accepted)]);
+    rows.push([
+      'rejected',
+      total(p.rejected) === 0 ? '0' : `${num(total(p.rejected))}: ${byReason(p.rejected)}`,
+    ]);
+    rows.push(['dropped', total(p.dropped) === 0 ? '0' : `${num(total(p.dropped))}: ${byReason(p.dropped)}`]);
+    out.push(panel('producer', rows, width));
+  }
+
+  const a = group(health, 'aggregator');
+  if (a) {
+    const rows: [string, string][] = [
+      ['batches written', num(a.batches_written)],
+      ['rows written', num(a.rows_written)],
+    ];
+    if (a.rows_failed !== undefined) rows.push(['rows failed', num(a.rows_failed)]);
+    if (a.writes_in_flight !== undefined) rows.push(['writes in flight', num(a.writes_in_flight)]);
+    rows.push(['last flush', ago(a.last_flush_at, now)]);
+    const err = a.last_error;
+    rows.push([
+      'last error',
+      err == null ? 'none' : isObject(err) ? `${ago(err.at, now)}: ${err.message}` : String(err),
+    ]);
+    out.push(panel('aggregator', rows, width));
+    if (isObject(a.pending_rows)) {
+      const pending = a.pending_rows as Json;
+      const names = [
+        ...TABLE_NAMES,
+        ...Object.keys(pending).filter((t) => !(TABLE_NAMES as readonly string[]).includes(t)),
+      ];
+      const table = grid(
+        ['table', 'pending rows'],
+        names.map((t) => [t, num(pending[t] ?? 0)]),
+        width,
+        ['left', 'right'],
+      );
+      if (table) out.push(table);
+    }
+  }
+
+  const shipper = group(health, 'shipper');
+  if (shipper) {
+    out.push(
+      panel(
+        'shipper',
+        Object.entries(shipper).map(([k, v]) => [
+          k.replace(/_/g, ' '),
+          isObject(v) || Array.isArray(v) ? JSON.stringify(v) : String(v),
+        ]),
+        width,
+      ),
+    );
+  }
+  return out.join('\n') + '\n';
+}
+
+export async function statusCommand(flags: StatusFlags): Promise<void> {
+  const url = baseUrl(flags.host, flags.port);
+  const res = await getJson(`${url}/healthz`, flags.timeout);
+  if (!res.ok) throw new CliError(`cannot get the status of otelake at ${url}: ${res.reason}`);
+  if (!isObject(res.body)) throw new CliError(`unexpected answer from ${url}/healthz (not a JSON object)`);
+  process.stdout.write(renderHealth(res.body, url));
+}

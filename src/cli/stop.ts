@@ -1,0 +1,75 @@
+// `otelake stop`: SIGTERM to the pid in the pidfile, then wait for the server to flush and exit.
+// `--force` escalates to SIGKILL when the graceful stop takes too long (SIGTERM again where
+// SIGKILL does not exist). A pidfile whose process is gone is removed.
+
+import { constants } from 'node:os';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { InstanceLayout } from '../storage/layout.ts';
+import { CliError } from './errors.ts';
+import { processAlive, readPid, removePidFile } from './pidfile.ts';
+import type { StopFlags } from './program.ts';
+
+/** Seconds a graceful stop may take (flushing pending batches); OTELAKE_STOP_GRACE_S overrides. */
+function graceSeconds(): number {
+  const fromEnv = Number(process.env.OTELAKE_STOP_GRACE_S);
+  return Number.isFinite(fromEnv) && fromEnv > 0 ? fromEnv : 30;
+}
+
+async function waitForExit(pid: number, seconds: number): Promise<boolean> {
+  const deadline = Date.now() + seconds * 1000;
+  while (processAlive(pid)) {
+    if (Date.now() >= deadline) return false;
+    await sleep(100);
+  }
+  return true;
+}
+
+function signal(pid: number, sig: NodeJS.Signals): void {
+  try {
+    process.kill(pid, sig);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'EPERM') {
+      throw new CliError(`not allowed to signal the server (pid ${pid}): it runs as another user`);
+    }
+    // ESRCH: it exited meanwhile, which is what we want.
+  }
+}
+
+export async function stopCommand(flags: StopFlags): Promise<void> {
+  const layout = new InstanceLayout(flags.dir, flags.instanceId);
+  const pid = await readPid(layout.pidFile);
+  if (pid === undefined) {
+    throw new CliError(
+      `no server is running for instance '${layout.instanceId}' (no pidfile at ${layout.pidFile})`,
+    );
+  }
+  if (pid === 0 || !processAlive(pid)) {
+    await removePidFile(layout.pidFile, pid);
+    throw new CliError(
+      `no server is running for instance '${layout.instanceId}': removed a stale pidfile` +
+        (pid === 0 ? ' (unreadable)' : ` (process ${pid} no longer exists)`),
+    );
+  }
+
+  const grace = graceSeconds();
+  process.stdout.write(`stopping otelake (pid ${pid}), waiting up to ${grace} s for it to flush...\n`);
+  signal(pid, 'SIGTERM');
+  if (await waitForExit(pid, grace)) {
+    await removePidFile(layout.pidFile, pid); // normally the server removed it already
+    process.stdout.write('stopped\n');
+    return;
+  }
+  if (!flags.force) {
+    throw new CliError(
+      `the server (pid ${pid}) did not stop within ${grace} s; run 'otelake stop --force' to kill it`,
+    );
+  }
+  const kill: NodeJS.Signals = 'SIGKILL' in constants.signals ? 'SIGKILL' : 'SIGTERM';
+  process.stdout.write(`the server did not stop within ${grace} s; sending ${kill}\n`);
+  signal(pid, kill);
+  if (!(await waitForExit(pid, 10))) {
+    throw new CliError(`the server (pid ${pid}) is still running after ${kill}`);
+  }
+  await removePidFile(layout.pidFile, pid);
+  process.stdout.write('killed; rows still in its memory were not written\n');
+}
