@@ -1,0 +1,123 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import type { ColumnBatch } from '../../src/delta/batch.ts';
+import { Aggregator, type TableWriter } from '../../src/pipeline/aggregator.ts';
+import { Producer } from '../../src/pipeline/producer.ts';
+import type { TableName } from '../../src/schema/tables.ts';
+import { defaultOptions } from '../../src/storage/options.ts';
+
+// An in-memory table writer: the aggregator's contract is "append batches in order"; the real
+// Delta writer is exercised by the logger and delta tests.
+class MemoryTables {
+  written = new Map<string, bigint[][]>();
+  failNext = 0;
+  gate: Promise<void> | null = null;
+  open = async (table: TableName, day: string): Promise<TableWriter> => ({
+    append: async (batch: ColumnBatch) => {
+      if (this.gate) await this.gate;
+      if (this.failNext > 0) {
+        this.failNext--;
+        throw new Error('disk hiccup');
+      }
+      const col = batch.columns['time_unix_nano'];
+      assert.ok(col.kind === 'long');
+      const key = `${table}/${day}`;
+      this.written.set(key, [...(this.written.get(key) ?? []), [...col.values]]);
+    },
+    close: async () => {},
+  });
+  rows(key: string): bigint[] {
+    return (this.written.get(key) ?? []).flat();
+  }
+}
+
+const logRows = (n: number, from = 0) =>
+  Array.from({ length: n }, (_, i) => ({ project_id: 'p', event_ts: 1n, time_unix_nano: BigInt(from + i) }));
+
+function setup(over: Partial<ReturnType<typeof defaultOptions>['aggregator_config']> = {}, clock = Date.now) {
+  const cfg = { ...defaultOptions().aggregator_config, ...over };
+  const producer = new Producer(100_000, 'block', 1000, clock);
+  const tables = new MemoryTables();
+  const agg = new Aggregator(producer, cfg, tables.open, clock);
+  return { producer, tables, agg };
+}
+
+const until = async (cond: () => boolean, ms = 5000) => {
+  const end = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error('timed out waiting');
+    await new Promise((r) => setTimeout(r, 5));
+  }
+};
+
+describe('Aggregator', () => {
+  it('cuts batches at max_batch_rows and writes the rest once the queue is drained', async () => {
+    const { producer, tables, agg } = setup({ max_batch_rows: 1000, min_batch_rows: 100, max_age_s: 60 });
+    agg.start();
+    await producer.enqueue('logs', logRows(2500));
+    await until(() => tables.rows('logs/' + producer.today()).length === 2500);
+    const sizes = tables.written.get('logs/' + producer.today())!.map((b) => b.length);
+    assert.deepEqual(sizes.slice(0, 2), [1000, 1000]);
+    assert.deepEqual(
+      tables.rows('logs/' + producer.today()),
+      logRows(2500).map((r) => r.time_unix_nano),
+    );
+    assert.equal(agg.stats().rows_written, 2500);
+    await agg.close();
+  });
+
+  it('holds a batch under min_batch_rows until max_age_s', async () => {
+    let now = 1_000_000;
+    const { producer, tables, agg } = setup({ min_batch_rows: 100, max_age_s: 0.5 }, () => now);
+    agg.start();
+    await producer.enqueue('logs', logRows(10));
+    await new Promise((r) => setTimeout(r, 300));
+    assert.equal(tables.rows('logs/' + producer.today()).length, 0, 'small batch waits for company');
+    assert.equal(agg.stats().pending_rows.logs, 10);
+    now += 500;
+    await until(() => tables.rows('logs/' + producer.today()).length === 10);
+    await agg.close();
+  });
+
+  it('writes a late batch into the UTC day its rows arrived in', async () => {
+    let now = Date.parse('2026-11-20T23:59:59.500Z');
+    const { producer, tables, agg } = setup({ min_batch_rows: 1000, max_age_s: 60 }, () => now);
+    agg.start();
+    await producer.enqueue('logs', logRows(3));
+    now = Date.parse('2026-11-21T00:00:01.000Z');
+    await producer.enqueue('logs', logRows(2, 3));
+    await agg.flushAll();
+    assert.deepEqual(tables.rows('logs/2026-11-20'), [0n, 1n, 2n]);
+    assert.deepEqual(tables.rows('logs/2026-11-21'), [3n, 4n]);
+    await agg.close();
+  });
+
+  it('retries a failed write and records the error', async () => {
+    const { producer, tables, agg } = setup({ min_batch_rows: 1, max_age_s: 60 });
+    tables.failNext = 1;
+    agg.start();
+    await producer.enqueue('logs', logRows(5));
+    await until(() => tables.rows('logs/' + producer.today()).length === 5);
+    const s = agg.stats();
+    assert.match(s.last_error?.message ?? '', /disk hiccup/);
+    assert.equal(s.rows_written, 5);
+    assert.equal(s.rows_failed, 0);
+    await agg.close();
+  });
+
+  it('stops taking rows when writes lag, so the queue fills and backpressure applies', async () => {
+    const { producer, tables, agg } = setup({ max_batch_rows: 10, min_batch_rows: 10, max_age_s: 60 });
+    let open!: () => void;
+    tables.gate = new Promise((r) => {
+      open = r;
+    });
+    agg.start();
+    await producer.enqueue('logs', logRows(200));
+    await new Promise((r) => setTimeout(r, 50));
+    assert.equal(producer.depth, 200 - 40, 'the aggregator holds at most 4 batches while writes lag');
+    open();
+    tables.gate = null;
+    await until(() => tables.rows('logs/' + producer.today()).length === 200);
+    await agg.close();
+  });
+});
