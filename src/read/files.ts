@@ -1,0 +1,166 @@
+// Which days and which Parquet files a query reads: day folders present under staging/days and
+// days recorded in index/days.jsonl, the storage each day is read from, and the live files of each
+// day's table with the event_ts bounds from their Delta statistics.
+
+import { readdir, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { readDayPhases } from '../storage/days-index.ts';
+import type { InstanceLayout } from '../storage/layout.ts';
+import { validateDay } from '../storage/layout.ts';
+import type { NormalizedQuery } from './filters.ts';
+import { describeMissingS3, missingS3Settings } from './s3-env.ts';
+
+/** One live Parquet file of a table. */
+export interface FileEntry {
+  path: string;
+  numRecords: number | null;
+  /** A lower bound of the file's smallest event_ts (microseconds), null when unknown. */
+  minTs: bigint | null;
+  /** An upper bound of the file's largest event_ts (microseconds), null when unknown. */
+  maxTs: bigint | null;
+}
+
+/**
+ * Refused because object storage is not configured or not readable yet. A TypeError, like every
+ * query the read model refuses, so that callers (HTTP: 400) treat it as a bad request.
+ */
+export class StorageUnavailableError extends TypeError {
+  /** The object-storage settings whose variables are missing (empty when the reason is another). */
+  readonly missing: readonly string[];
+  constructor(message: string, missing: readonly string[] = []) {
+    super(message);
+    this.name = 'StorageUnavailableError';
+    this.missing = missing;
+  }
+}
+
+/** Phases after which a day's tables exist in object storage. */
+const SHIPPED_PHASES = new Set(['uploaded', 'verified', 'cleaned']);
+
+function isDay(name: string): boolean {
+  try {
+    validateDay(name);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function listLocalDays(layout: InstanceLayout): Promise<string[]> {
+  try {
+    return (await readdir(layout.daysDir)).filter(isDay);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
+    throw err;
+  }
+}
+
+/** The last phase recorded for each day (failures aside). */
+async function readLastPhases(layout: InstanceLayout): Promise<Map<string, string>> {
+  const phases = new Map<string, string>();
+  for (const line of await readDayPhases(layout.daysIndex)) {
+    if (typeof line.day === 'string' && isDay(line.day) && line.phase !== 'failed')
+      phases.set(line.day, line.phase);
+  }
+  return phases;
+}
+
+async function isDirectory(path: string): Promise<boolean> {
+  try {
+    return (await stat(path)).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
+/** A table of one day to read, and from where. */
+export interface DaySource {
+  day: string;
+  storage: 'local' | 's3';
+  /** Local table folder, or null when the table is read from object storage. */
+  dir: string | null;
+}
+
+function inRange(day: string, q: NormalizedQuery): boolean {
+  return (q.dateFrom === null || day >= q.dateFrom) && (q.dateTo === null || day <= q.dateTo);
+}
+
+function requireS3Config(): void {
+  const missing = missingS3Settings();
+  if (missing.length > 0)
+    throw new StorageUnavailableError(
+      `storage 's3' needs the object-storage configuration; missing: ${describeMissingS3(missing)}`,
+      missing,
+    );
+}
+
+/**
+ * The days of the query's range holding the table, oldest first. Only days present are listed
+ * (omitted bounds mean the earliest and the latest day present), so a missing instance reads empty.
+ */
+export async function resolveDays(layout: InstanceLayout, q: NormalizedQuery): Promise<DaySource[]> {
+  if (q.storage === 's3') {
+    requireS3Config();
+    throw new StorageUnavailableError('reading tables from object storage is not available yet');
+  }
+  const local = new Set((await listLocalDays(layout)).filter((d) => inRange(d, q)));
+  const phases = await readLastPhases(layout);
+  const days = [...new Set([...local, ...[...phases.keys()].filter((d) => inRange(d, q))])].sort();
+  const out: DaySource[] = [];
+  for (const day of days) {
+    const dir = layout.tableDir(day, q.table);
+    if (local.has(day) && (await isDirectory(dir))) {
+      out.push({ day, storage: 'local', dir });
+      continue;
+    }
+    // No local copy: with 'auto' a shipped day is read remotely; 'local' reads only local tables.
+    if (q.storage === 'auto' && SHIPPED_PHASES.has(phases.get(day) ?? '') && !local.has(day)) {
+      requireS3Config();
+      throw new StorageUnavailableError(
+        `day ${day} is stored only in object storage (phase ${phases.get(day)}); reading tables from object storage is not available yet`,
+      );
+    }
+  }
+  return out;
+}
+
+/** Live files of a local table folder; a folder without a table (yet) has none. */
+export async function listTableFiles(dir: string): Promise<FileEntry[]> {
+  let names: string[];
+  try {
+    names = await readdir(dir);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
+    throw err;
+  }
+  return names
+    .filter((n) => n.endsWith('.parquet') && !n.startsWith('.') && !n.startsWith('_'))
+    .sort()
+    .map((n) => ({ path: join(dir, n), numRecords: null, minTs: null, maxTs: null }));
+}
+
+/** Every live file the query may need, over all days of its range. */
+export async function resolveFiles(layout: InstanceLayout, q: NormalizedQuery): Promise<FileEntry[]> {
+  const days = await resolveDays(layout, q);
+  const perDay = await Promise.all(days.map((d) => listTableFiles(d.dir!)));
+  return perDay.flat();
+}
+
+/**
+ * Without row filters, the newest maxRows rows lie in the newest files holding maxRows rows and in
+ * any file overlapping them in time: the other files are dropped. Files with unknown bounds stay.
+ */
+export function pruneForNewest(files: readonly FileEntry[], maxRows: number): FileEntry[] {
+  const known = files.filter((f) => f.maxTs !== null && f.minTs !== null && f.numRecords !== null);
+  known.sort((a, b) => (a.maxTs! > b.maxTs! ? -1 : a.maxTs! < b.maxTs! ? 1 : 0));
+  let rows = 0;
+  let threshold: bigint | null = null;
+  for (const f of known) {
+    rows += f.numRecords!;
+    threshold = threshold === null || f.minTs! < threshold ? f.minTs! : threshold;
+    if (rows >= maxRows) break;
+  }
+  if (rows < maxRows || threshold === null) return [...files];
+  const floor = threshold;
+  return files.filter((f) => f.maxTs === null || f.maxTs >= floor);
+}

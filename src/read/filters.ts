@@ -1,0 +1,188 @@
+// The read query model shared by the library, the HTTP /api endpoints and the CLI viewer: its
+// parameters, their validation, and the normalized form (plain data) the scan is built from.
+
+import { isTableName, SCHEMAS, TABLE_NAMES, type TableName } from '../schema/tables.ts';
+import { validateDay } from '../storage/layout.ts';
+
+export type Storage = 'auto' | 'local' | 's3';
+export const STORAGES: readonly Storage[] = ['auto', 'local', 's3'];
+
+export interface ReadQuery {
+  /** First UTC day (YYYY-MM-DD), inclusive; omitted -> the earliest day present. */
+  dateFrom?: string;
+  /** Last UTC day (YYYY-MM-DD), inclusive; omitted -> the latest day present. */
+  dateTo?: string;
+  projectId?: string;
+  serviceName?: string;
+  /** logs: minimum severity_number. */
+  severityGe?: number;
+  /** logs: literal, case-sensitive substring of body. */
+  bodyLike?: string;
+  /** spans, span_events, span_links, logs: 32 hex characters (any case). */
+  traceId?: string;
+  /** spans, span_events, span_links, logs: 16 hex characters (any case). */
+  spanId?: string;
+  /** Span name (spans) or event name (span_events). */
+  name?: string;
+  /** metrics_points, metrics_hist. */
+  metricName?: string;
+  metricType?: string;
+  /** Columns to return, in this order; default all columns of the table. */
+  select?: string[];
+  /** Keep only the newest rows by event_ts; default all. */
+  maxRows?: number;
+  storage?: Storage;
+}
+
+type FilterOp = 'eq' | 'ge' | 'contains';
+type FilterParam = Exclude<keyof ReadQuery, 'dateFrom' | 'dateTo' | 'select' | 'maxRows' | 'storage'>;
+
+/** Each filter parameter, the column it tests and how. A filter applies to every table that has the column. */
+const FILTERS: Readonly<Record<FilterParam, { column: string; op: FilterOp }>> = {
+  projectId: { column: 'project_id', op: 'eq' },
+  serviceName: { column: 'service_name', op: 'eq' },
+  severityGe: { column: 'severity_number', op: 'ge' },
+  bodyLike: { column: 'body', op: 'contains' },
+  traceId: { column: 'trace_id', op: 'eq' },
+  spanId: { column: 'span_id', op: 'eq' },
+  name: { column: 'name', op: 'eq' },
+  metricName: { column: 'metric_name', op: 'eq' },
+  metricType: { column: 'metric_type', op: 'eq' },
+};
+
+const OTHER_PARAMS = ['dateFrom', 'dateTo', 'select', 'maxRows', 'storage'] as const;
+const ALL_PARAMS: readonly string[] = [...OTHER_PARAMS, ...Object.keys(FILTERS)];
+
+/** One row predicate; values are already of the column's type. */
+export interface RowFilter {
+  column: string;
+  op: FilterOp;
+  value: string | number;
+}
+
+/** A validated query in plain data: what the scan is built from (also sent to query workers). */
+export interface NormalizedQuery {
+  table: TableName;
+  dateFrom: string | null;
+  dateTo: string | null;
+  filters: RowFilter[];
+  /** Output columns in order (never empty). */
+  select: string[];
+  maxRows: number | null;
+  storage: Storage;
+}
+
+/** The filter parameters a table accepts. */
+export function filtersOf(table: TableName): FilterParam[] {
+  const schema = SCHEMAS[table];
+  return (Object.keys(FILTERS) as FilterParam[]).filter((p) => schema.byName.has(FILTERS[p].column));
+}
+
+const HEX = /^[0-9a-fA-F]+$/;
+const INT32_MAX = 2_147_483_647;
+
+function fail(message: string): never {
+  throw new TypeError(message);
+}
+
+/** A value for an error message (JSON.stringify throws on bigint and drops undefined). */
+function show(v: unknown): string {
+  if (typeof v === 'bigint') return `${v}n`;
+  if (typeof v === 'number') return String(v);
+  try {
+    return JSON.stringify(v) ?? String(v);
+  } catch {
+    return String(v);
+  }
+}
+
+function present(v: unknown): boolean {
+  return v !== undefined && v !== null;
+}
+
+function checkString(param: string, v: unknown): string {
+  if (typeof v !== 'string') fail(`invalid ${param} ${show(v)}: expected a string`);
+  return v;
+}
+
+function checkHexId(param: string, v: unknown, length: number): string {
+  const s = checkString(param, v);
+  if (s.length !== length || !HEX.test(s))
+    fail(`invalid ${param} ${show(s)}: expected ${length} hexadecimal characters`);
+  return s.toLowerCase();
+}
+
+/**
+ * Validates a query for a table and returns its normalized form. Throws a TypeError whose
+ * message names the offending parameter.
+ */
+export function normalizeQuery(table: TableName, q: ReadQuery = {}): NormalizedQuery {
+  if (!isTableName(table)) fail(`invalid table ${show(table)}: one of ${TABLE_NAMES.join(', ')}`);
+  if (typeof q !== 'object' || q === null || Array.isArray(q)) fail('invalid query: expected an object');
+  const schema = SCHEMAS[table];
+  const raw = q as Record<string, unknown>;
+
+  for (const key of Object.keys(raw)) {
+    if (!ALL_PARAMS.includes(key) && present(raw[key]))
+      fail(`unknown query parameter ${JSON.stringify(key)}: one of ${ALL_PARAMS.join(', ')}`);
+  }
+
+  const dateFrom = present(q.dateFrom) ? validateDay(q.dateFrom, 'dateFrom') : null;
+  const dateTo = present(q.dateTo) ? validateDay(q.dateTo, 'dateTo') : null;
+  if (dateFrom && dateTo && dateFrom > dateTo)
+    fail(`invalid dateFrom ${dateFrom}: it is after dateTo ${dateTo}`);
+
+  const allowed = filtersOf(table);
+  const filters: RowFilter[] = [];
+  for (const param of Object.keys(FILTERS) as FilterParam[]) {
+    const v = raw[param];
+    if (!present(v)) continue;
+    if (!allowed.includes(param))
+      fail(`${param} is not a filter of table ${table}: filters of ${table} are ${allowed.join(', ')}`);
+    const { column, op } = FILTERS[param];
+    let value: string | number;
+    if (param === 'severityGe') {
+      if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > INT32_MAX)
+        fail(`invalid severityGe ${show(v)}: expected an integer severity number >= 0`);
+      value = v;
+    } else if (param === 'traceId') value = checkHexId(param, v, 32);
+    else if (param === 'spanId') value = checkHexId(param, v, 16);
+    else value = checkString(param, v);
+    filters.push({ column, op, value });
+  }
+
+  let select = schema.columns.map((c) => c.name);
+  if (present(q.select)) {
+    if (!Array.isArray(q.select) || q.select.length === 0)
+      fail(`invalid select ${show(q.select)}: expected a non-empty list of column names`);
+    const unknown = q.select.filter((c) => typeof c !== 'string' || !schema.byName.has(c));
+    if (unknown.length > 0)
+      fail(
+        `invalid select: unknown column${unknown.length > 1 ? 's' : ''} ${unknown.map(show).join(', ')} ` +
+          `for table ${table}; valid columns: ${select.join(', ')}`,
+      );
+    select = [...new Set(q.select)];
+  }
+
+  let maxRows: number | null = null;
+  if (present(q.maxRows)) {
+    const n = q.maxRows;
+    if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 1)
+      fail(`invalid maxRows ${show(n)}: expected a positive integer`);
+    maxRows = n;
+  }
+
+  let storage: Storage = 'auto';
+  if (present(q.storage)) {
+    if (!STORAGES.includes(q.storage as Storage))
+      fail(`invalid storage ${show(q.storage)}: one of ${STORAGES.join(', ')}`);
+    storage = q.storage as Storage;
+  }
+
+  return { table, dateFrom, dateTo, filters, select, maxRows, storage };
+}
+
+/** Throws a TypeError naming the parameter when the query is not valid for the table. */
+export function validateQuery(table: TableName, q: ReadQuery): void {
+  normalizeQuery(table, q);
+}

@@ -1,0 +1,2 @@
+// The read path's public API (library, HTTP /api endpoints, CLI viewer).
+export * from './query.ts';

@@ -1,0 +1,37 @@
+// Query worker: runs a read query with polars' synchronous API and hands the result back as an
+// Arrow IPC buffer it owns (transferred without a copy, no pointer into the scanned buffers).
+
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
+import { serveTasks, transferResult } from '../storage/worker-pool.ts';
+import type { FileEntry } from './files.ts';
+import type { NormalizedQuery } from './filters.ts';
+import { runQuery } from './scan.ts';
+
+// Polars frees native memory only when V8 collects the JS wrappers: collect after each query.
+setFlagsFromString('--expose-gc');
+const collectGarbage = runInNewContext('gc') as () => void;
+
+export interface QueryTask {
+  query: NormalizedQuery;
+  files: FileEntry[];
+}
+
+export interface QueryResult {
+  ipc: Uint8Array;
+  rows: number;
+}
+
+serveTasks({
+  query: ({ query, files }: QueryTask) => {
+    const df = runQuery(query, files);
+    const rows = df.height;
+    const buf = df.writeIPC({ compression: 'uncompressed' });
+    // The Buffer may be a view into a shared pool: copy it into a buffer of its own to transfer.
+    const ipc = new Uint8Array(buf.byteLength);
+    ipc.set(buf);
+    setImmediate(collectGarbage);
+    const result: QueryResult = { ipc, rows };
+    return transferResult(result, [ipc.buffer]);
+  },
+});
