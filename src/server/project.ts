@@ -1,0 +1,10 @@
+// Project ids arrive from clients (X-Project-Id) and configuration; they become part of stored rows
+// and filters, so only a conservative set of characters is accepted.
+
+const PROJECT_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
+
+export function isValidProjectId(value: string): boolean {
+  return PROJECT_ID.test(value) && !value.includes('..');
+}
+
+export const PROJECT_ID_RULE = "1-128 letters, digits, '.', '_' or '-', starting with a letter or digit";

@@ -1,0 +1,153 @@
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { createServer, request as httpRequest, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { after, before, describe, test } from 'node:test';
+import * as zlib from 'node:zlib';
+import { BodyError, decodersFor, readBody } from '../../src/server/body.ts';
+
+const LIMIT = 1024 * 1024;
+
+// A bare node server around readBody: answers with the body's length and sha-less echo of its bytes.
+let server: Server;
+let base: string;
+before(async () => {
+  server = createServer((req, res) => {
+    readBody(req, req.headers['content-encoding'], LIMIT).then(
+      (body) => {
+        res.writeHead(200, { 'content-type': 'application/octet-stream' });
+        res.end(body);
+      },
+      (err: Error) => {
+        res.writeHead(err instanceof BodyError ? err.statusCode : 500, { 'content-type': 'text/plain' });
+        res.end(err.message);
+      },
+    );
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+});
+after(() => new Promise<void>((r) => server.close(() => r())));
+
+async function post(body: Uint8Array | AsyncIterable<Uint8Array>, headers: Record<string, string> = {}) {
+  const res = await fetch(base, {
+    method: 'POST',
+    body: body as unknown as ReadableStream,
+    headers,
+    ...(body instanceof Uint8Array ? {} : { duplex: 'half' }),
+  } as RequestInit);
+  return { status: res.status, bytes: Buffer.from(await res.arrayBuffer()) };
+}
+
+async function* chunked(data: Buffer, size: number): AsyncIterable<Uint8Array> {
+  for (let i = 0; i < data.length; i += size) yield data.subarray(i, i + size);
+}
+
+describe('readBody', () => {
+  const payload = randomBytes(200_000);
+
+  test('identity with Content-Length and chunked return the exact bytes', async () => {
+    const a = await post(payload);
+    assert.equal(a.status, 200);
+    assert.ok(a.bytes.equals(payload));
+    const b = await post(chunked(payload, 7000));
+    assert.equal(b.status, 200);
+    assert.ok(b.bytes.equals(payload));
+  });
+
+  for (const [coding, compress] of [
+    ['gzip', zlib.gzipSync],
+    ['x-gzip', zlib.gzipSync],
+    ['deflate', zlib.deflateSync],
+    ['br', zlib.brotliCompressSync],
+    ['zstd', (zlib as unknown as { zstdCompressSync: (b: Buffer) => Buffer }).zstdCompressSync],
+  ] as const) {
+    test(`Content-Encoding ${coding} is decompressed`, async () => {
+      const res = await post(compress(payload), { 'content-encoding': coding });
+      assert.equal(res.status, 200);
+      assert.ok(res.bytes.equals(payload));
+    });
+  }
+
+  test('a coding list is undone in reverse order; identity is a no-op', async () => {
+    const twice = zlib.deflateSync(zlib.gzipSync(payload));
+    const res = await post(twice, { 'content-encoding': 'gzip, identity, deflate' });
+    assert.equal(res.status, 200);
+    assert.ok(res.bytes.equals(payload));
+    assert.equal(decodersFor('identity').length, 0);
+  });
+
+  test('unknown content coding is 415 naming it', async () => {
+    const res = await post(payload, { 'content-encoding': 'snappy' });
+    assert.equal(res.status, 415);
+    assert.match(res.bytes.toString(), /unsupported Content-Encoding "snappy"/);
+  });
+
+  test('corrupt compressed data is 400', async () => {
+    const gz = zlib.gzipSync(payload);
+    gz[20] = gz[20]! ^ 0xff;
+    gz[21] = gz[21]! ^ 0xff;
+    const res = await post(gz, { 'content-encoding': 'gzip' });
+    assert.equal(res.status, 400);
+    assert.match(res.bytes.toString(), /cannot decompress/);
+  });
+
+  test('over the limit: declared length, chunked, and compressed-on-the-wire are 413', async () => {
+    const big = randomBytes(LIMIT + 1);
+    const a = await post(big);
+    assert.equal(a.status, 413);
+    assert.match(a.bytes.toString(), /Content-Length/);
+    const b = await post(chunked(big, 64 * 1024));
+    assert.equal(b.status, 413);
+    // Random bytes do not compress: the wire bytes alone pass the limit.
+    const c = await post(chunked(zlib.gzipSync(big, { level: 1 }), 64 * 1024), {
+      'content-encoding': 'gzip',
+    });
+    assert.equal(c.status, 413);
+  });
+
+  test('a body exactly at the limit is accepted', async () => {
+    const exact = Buffer.alloc(LIMIT, 'otlp ');
+    const res = await post(zlib.gzipSync(exact, { level: 1 }), { 'content-encoding': 'gzip' });
+    assert.equal(res.status, 200);
+    assert.equal(res.bytes.length, LIMIT);
+  });
+
+  test('a gzip bomb stops inflating at the limit (256 MiB of zeros, 1 MiB limit)', async () => {
+    const zeros = Buffer.alloc(16 * 1024 * 1024);
+    const gz = zlib.createGzip({ level: 9 });
+    const parts: Buffer[] = [];
+    gz.on('data', (c: Buffer) => parts.push(c));
+    const done = new Promise((r) => gz.on('end', r));
+    for (let i = 0; i < 16; i++) gz.write(zeros);
+    gz.end();
+    await done;
+    const bomb = Buffer.concat(parts);
+    assert.ok(bomb.length < 512 * 1024);
+    const started = process.hrtime.bigint();
+    const res = await post(bomb, { 'content-encoding': 'gzip' });
+    const ms = Number(process.hrtime.bigint() - started) / 1e6;
+    assert.equal(res.status, 413);
+    assert.match(res.bytes.toString(), /after decompression/);
+    // Inflating all 256 MiB would take far longer than stopping after 1 MiB.
+    assert.ok(ms < 1000, `took ${ms} ms`);
+  });
+
+  test('the connection stays usable after a refused body', async () => {
+    const agentReq = (body: Buffer) =>
+      new Promise<number>((resolve, reject) => {
+        const req = httpRequest(
+          base,
+          { method: 'POST', headers: { 'content-length': body.length } },
+          (res) => {
+            res.resume();
+            res.on('end', () => resolve(res.statusCode!));
+          },
+        );
+        req.on('error', reject);
+        req.end(body);
+      });
+    assert.equal(await agentReq(randomBytes(LIMIT + 10)), 413);
+    assert.equal(await agentReq(randomBytes(10)), 200);
+  });
+});
