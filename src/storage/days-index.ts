@@ -14,7 +14,10 @@ export interface DayPhaseLine {
   error?: string;
 }
 
-export async function appendDayPhase(file: string, line: Omit<DayPhaseLine, 'at'> & { at?: string }): Promise<void> {
+export async function appendDayPhase(
+  file: string,
+  line: Omit<DayPhaseLine, 'at'> & { at?: string },
+): Promise<void> {
   await mkdir(dirname(file), { recursive: true });
   const full: DayPhaseLine = { ...line, at: line.at ?? new Date().toISOString() };
   await appendFile(file, JSON.stringify(full) + '\n');

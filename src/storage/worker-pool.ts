@@ -75,7 +75,11 @@ export class WorkerPool {
   }
 
   private spawn(): Slot {
-    const worker = new Worker(this.url, { execArgv: [...process.execArgv, ...this.opts.execArgv] });
+    // Without execArgv a worker inherits the parent's flags; extra flags replace them.
+    const worker = new Worker(
+      this.url,
+      this.opts.execArgv.length > 0 ? { execArgv: this.opts.execArgv } : {},
+    );
     worker.unref();
     const slot: Slot = { worker, busy: false, tasksRun: 0, pending: new Map() };
     worker.on('message', (msg: { id: number; ok: boolean; result?: unknown; error?: string }) => {

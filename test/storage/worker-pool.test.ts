@@ -1,0 +1,42 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { siblingModule, WorkerPool } from '../../src/storage/worker-pool.ts';
+
+const url = siblingModule(import.meta.url, 'fixtures/echo-worker');
+
+describe('WorkerPool', () => {
+  it('runs tasks, transfers typed arrays both ways and reports task errors', async () => {
+    const pool = new WorkerPool(url, { size: 2 });
+    assert.deepEqual(await pool.run('echo', { a: 1n, s: 'x' }), { a: 1n, s: 'x' });
+    const input = new Float64Array([1, 2.5]);
+    const out = await pool.run<Float64Array>('double', input, [input.buffer]);
+    assert.equal(input.length, 0, 'the input buffer moved to the worker');
+    assert.deepEqual([...out], [2, 5]);
+    await assert.rejects(pool.run('fail', 'bad input'), /bad input/);
+    assert.equal(await pool.run('echo', 7), 7, 'a task error leaves the worker usable');
+    await pool.close();
+  });
+
+  it('runs at most `size` tasks at once and queues the rest', async () => {
+    const pool = new WorkerPool(url, { size: 2 });
+    const runs = [pool.run('slow', 100), pool.run('slow', 100), pool.run('slow', 100)];
+    await new Promise((r) => setTimeout(r, 20));
+    assert.equal(pool.queuedTasks, 1);
+    assert.deepEqual(await Promise.all(runs), [100, 100, 100]);
+    await pool.close();
+  });
+
+  it('rejects the task of a worker that dies and replaces the worker', async () => {
+    const pool = new WorkerPool(url, { size: 1 });
+    await assert.rejects(pool.run('crash', null), /exited with code 3/);
+    assert.equal(await pool.run('echo', 'alive'), 'alive');
+    await pool.close();
+  });
+
+  it('recycles workers after recycleAfter tasks', async () => {
+    const pool = new WorkerPool(url, { size: 1, recycleAfter: 2 });
+    for (let i = 0; i < 5; i++) assert.equal(await pool.run('echo', i), i);
+    await pool.close();
+    await assert.rejects(pool.run('echo', 1), /closed/);
+  });
+});
