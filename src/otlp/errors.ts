@@ -1,0 +1,12 @@
+/** A request body that is not a valid OTLP message (the server answers 400, not retryable). */
+export class OtlpDecodeError extends Error {
+  override readonly name = 'OtlpDecodeError';
+}
+
+/**
+ * Thrown while mapping a JSON request when an int64 field holds a JSON number beyond 2^53, which
+ * JSON.parse has already rounded: the body is then parsed again exactly and mapped again.
+ */
+export class LossyJsonNumber extends Error {
+  override readonly name = 'LossyJsonNumber';
+}

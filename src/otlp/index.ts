@@ -1,0 +1,9 @@
+// OTLP decoding (JSON and protobuf), mapping to table rows, and response bodies.
+//   const req = decodeRequest('traces', body, 'json', null);   // throws OtlpDecodeError -> 400
+//   const { tables, items, invalidIds } = mapRequest('traces', req, ctx); // may throw it too
+
+export { OtlpDecodeError } from './errors.ts';
+export { type MapContext, type Mapped, mapRequest } from './map.ts';
+export { loadProtobuf, PROTOBUF_PACKAGE, type ProtoCodec } from './proto.ts';
+export { type BodyFormat, decodeRequest, type ExportRequest, type Signal } from './request.ts';
+export { type ExportOutcome, encodeExportResponse, encodeStatus, rpcCodeForHttpStatus } from './response.ts';

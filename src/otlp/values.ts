@@ -1,0 +1,358 @@
+// Readers for the scalar values of a decoded OTLP message. One decoded tree comes either from
+// JSON.parse (ids as hex or base64 strings, int64 as strings, numbers or bigint, doubles possibly
+// "NaN"/"Infinity", snake_case keys possible) or from protobufjs (ids as Uint8Array, int64 as
+// Long, bytes as Uint8Array); every reader here accepts both forms so one mapper serves both.
+
+import { LossyJsonNumber, OtlpDecodeError } from './errors.ts';
+
+/** A node of a decoded message: a parsed JSON object or a protobufjs message. */
+// biome-ignore lint/suspicious/noExplicitAny: decoded OTLP trees are dynamically typed and checked field by field
+export type Msg = any;
+
+/** Mutable counters shared by the readers while one request is mapped. */
+export interface MapState {
+  invalidIds: number;
+}
+
+const INT_RE = /^-?\d+$/;
+const INT64_MIN = -(1n << 63n);
+const UINT64_MAX = (1n << 64n) - 1n;
+const SAFE_MAX = 9007199254740992n; // 2^53: integers up to this magnitude are exact as JSON numbers
+
+interface LongLike {
+  low: number;
+  high: number;
+}
+
+function isLong(v: object): v is LongLike {
+  return typeof (v as LongLike).low === 'number' && typeof (v as LongLike).high === 'number';
+}
+
+// The two's complement bits of a protobufjs Long, as a signed 64-bit value.
+function longToBigInt(v: LongLike): bigint {
+  if (v.high === 0 && v.low >= 0) return BigInt(v.low);
+  return (BigInt(v.high | 0) << 32n) + BigInt(v.low >>> 0);
+}
+
+function typeName(v: unknown): string {
+  if (v === null) return 'null';
+  if (Array.isArray(v)) return 'array';
+  return typeof v;
+}
+
+export function fail(field: string, expected: string, got: unknown): never {
+  throw new OtlpDecodeError(`${field}: expected ${expected}, got ${typeName(got)}`);
+}
+
+function parseInt64String(s: string, field: string): bigint {
+  if (!INT_RE.test(s)) throw new OtlpDecodeError(`${field}: "${s.slice(0, 40)}" is not an integer`);
+  const b = BigInt(s);
+  if (b < INT64_MIN || b > UINT64_MAX)
+    throw new OtlpDecodeError(`${field}: ${s} is outside the 64-bit range`);
+  // uint64 values above 2^63 keep their bits in the signed long column.
+  return b > 0x7fffffffffffffffn ? BigInt.asIntN(64, b) : b;
+}
+
+/** An int64/uint64/fixed64 field as bigint; 0n when absent (proto3 default). */
+export function int64(v: unknown, field: string): bigint {
+  switch (typeof v) {
+    case 'string':
+      return parseInt64String(v, field);
+    case 'number':
+      if (Number.isSafeInteger(v)) return BigInt(v);
+      if (Number.isInteger(v)) throw new LossyJsonNumber(field);
+      return fail(field, 'an integer', v);
+    case 'bigint':
+      return v;
+    case 'undefined':
+      return 0n;
+    case 'object':
+      if (v === null) return 0n;
+      if (isLong(v)) return longToBigInt(v);
+      return fail(field, 'an integer', v);
+    default:
+      return fail(field, 'an integer', v);
+  }
+}
+
+/** An int32/uint32 field (or an enum given as number, numeric string or name); 0 when absent. */
+export function int32(v: unknown, field: string, names?: Readonly<Record<string, number>>): number {
+  if (typeof v === 'number') {
+    if ((v | 0) === v) return v;
+    if (Number.isInteger(v)) throw new OtlpDecodeError(`${field}: ${v} is outside the 32-bit range`);
+    return fail(field, 'an integer', v);
+  }
+  if (v === undefined || v === null) return 0;
+  if (typeof v === 'string') {
+    if (names !== undefined && Object.hasOwn(names, v)) return names[v]!;
+    if (INT_RE.test(v)) return int32(Number(v), field);
+    throw new OtlpDecodeError(`${field}: "${v.slice(0, 40)}" is not an integer`);
+  }
+  return fail(field, 'an integer', v);
+}
+
+/** A fixed32 flags field as the bigint of a long column. */
+export function flags(v: unknown, field: string): bigint {
+  if (v === undefined || v === null || v === 0) return 0n;
+  if (typeof v === 'number' && v >= 0 && v <= 0xffffffff && Number.isInteger(v)) return BigInt(v);
+  return int64(v, field);
+}
+
+/** A double field (0 when absent): numbers, "NaN"/"Infinity"/"-Infinity" and numeric strings. */
+export function double(v: unknown, field: string): number {
+  if (typeof v === 'number') return v;
+  if (v === undefined || v === null) return 0;
+  if (typeof v === 'string') {
+    const n = Number(v);
+    if ((!Number.isNaN(n) || v === 'NaN') && v.trim() !== '') return n;
+    throw new OtlpDecodeError(`${field}: "${v.slice(0, 40)}" is not a number`);
+  }
+  if (typeof v === 'bigint') return Number(v);
+  return fail(field, 'a number', v);
+}
+
+/** A double field that proto3 marks optional (histogram sum/min/max): null when absent. */
+export function optionalDouble(v: unknown, field: string): number | null {
+  return v === undefined || v === null ? null : double(v, field);
+}
+
+export function bool(v: unknown, field: string): boolean {
+  if (typeof v === 'boolean') return v;
+  if (v === undefined || v === null) return false;
+  return fail(field, 'a boolean', v);
+}
+
+/** A string field; "" (the proto3 default) and absent both become null. */
+export function str(v: unknown, field: string): string | null {
+  if (typeof v === 'string') return v === '' ? null : v;
+  if (v === undefined || v === null) return null;
+  return fail(field, 'a string', v);
+}
+
+/** A repeated field: an array, or empty when absent. */
+export function list(v: unknown, field: string): readonly Msg[] {
+  if (Array.isArray(v)) return v;
+  if (v === undefined || v === null) return EMPTY;
+  return fail(field, 'an array', v);
+}
+const EMPTY: readonly Msg[] = Object.freeze([]);
+
+/** A nested message: an object, or null when absent. */
+export function obj(v: unknown, field: string): Msg | null {
+  if (typeof v === 'object') {
+    if (v === null || !Array.isArray(v)) return v;
+  } else if (v === undefined) return null;
+  return fail(field, 'an object', v);
+}
+
+export function int64List(v: unknown, field: string): bigint[] {
+  const src = list(v, field);
+  const out = new Array<bigint>(src.length);
+  for (let i = 0; i < src.length; i++) out[i] = int64(src[i], field);
+  return out;
+}
+
+export function doubleList(v: unknown, field: string): number[] {
+  const src = list(v, field);
+  const out = new Array<number>(src.length);
+  for (let i = 0; i < src.length; i++) out[i] = double(src[i], field);
+  return out;
+}
+
+/** Nanoseconds to the microseconds of a timestamp column, rounding down. */
+export function nanosToMicros(n: bigint): bigint {
+  const q = n / 1000n;
+  return n < 0n && q * 1000n !== n ? q - 1n : q;
+}
+
+// --- ids -----------------------------------------------------------------------------------
+
+const HEX32 = /^[0-9a-f]{32}$/;
+const HEX16 = /^[0-9a-f]{16}$/;
+const ZERO32 = '0'.repeat(32);
+const ZERO16 = '0'.repeat(16);
+const BASE64 = /^[A-Za-z0-9+/_-]+={0,2}$/;
+
+const HEX_BYTE: string[] = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, '0'));
+
+function bytesToHex(b: Uint8Array): string {
+  let s = '';
+  for (let i = 0; i < b.length; i++) s += HEX_BYTE[b[i]!];
+  return s;
+}
+
+/**
+ * A trace id (16 bytes) or span id (8 bytes) as lowercase hex. Hex strings in any case, base64
+ * strings and bytes are accepted; absent/empty gives null, and an id of the wrong length, with
+ * bad characters or all zero gives null and is counted in `st.invalidIds`.
+ */
+export function id(v: unknown, byteLength: 16 | 8, field: string, st: MapState): string | null {
+  if (typeof v === 'string') {
+    if (v.length === byteLength * 2) {
+      const hex = byteLength === 16 ? HEX32 : HEX16;
+      let s = v;
+      if (!hex.test(s)) {
+        s = s.toLowerCase();
+        if (!hex.test(s)) return invalidId(st);
+      }
+      return s === (byteLength === 16 ? ZERO32 : ZERO16) ? invalidId(st) : s;
+    }
+    if (v.length === 0) return null;
+    if (BASE64.test(v)) {
+      const bytes = Buffer.from(v, 'base64');
+      if (bytes.length === byteLength) return bytesId(bytes, byteLength, st);
+    }
+    return invalidId(st);
+  }
+  if (v instanceof Uint8Array) {
+    if (v.length === 0) return null;
+    return bytesId(v, byteLength, st);
+  }
+  if (v === undefined || v === null) return null;
+  return fail(field, 'a hex string', v);
+}
+
+function bytesId(b: Uint8Array, byteLength: number, st: MapState): string | null {
+  if (b.length !== byteLength) return invalidId(st);
+  let any = 0;
+  for (let i = 0; i < b.length; i++) any |= b[i]!;
+  return any === 0 ? invalidId(st) : bytesToHex(b);
+}
+
+function invalidId(st: MapState): null {
+  st.invalidIds++;
+  return null;
+}
+
+// --- attributes and AnyValue as JSON text ----------------------------------------------------
+
+/** A double as JSON: NaN and infinities as the strings "NaN", "Infinity", "-Infinity". */
+export function doubleJson(n: number): string {
+  if (Number.isFinite(n)) return String(n);
+  if (Number.isNaN(n)) return '"NaN"';
+  return n > 0 ? '"Infinity"' : '"-Infinity"';
+}
+
+/** An int64 as JSON: a number when |v| <= 2^53, else a decimal string. */
+export function intJson(v: unknown, field: string): string {
+  if (typeof v === 'number' && Number.isSafeInteger(v)) return String(v);
+  if (typeof v === 'string' && v.length < 16 && INT_RE.test(v)) return String(Number(v));
+  if (typeof v === 'object' && v !== null && isLong(v)) {
+    const n = v.high * 4294967296 + (v.low >>> 0);
+    if (Number.isSafeInteger(n)) return String(n);
+  }
+  const b = int64(v, field);
+  return b >= -SAFE_MAX && b <= SAFE_MAX ? String(b) : `"${b}"`;
+}
+
+function bytesBase64(v: unknown, field: string): string {
+  if (typeof v === 'string') {
+    if (v === '' || BASE64.test(v)) return v;
+    throw new OtlpDecodeError(`${field}: not base64`);
+  }
+  if (v instanceof Uint8Array) return Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString('base64');
+  return fail(field, 'base64 bytes', v);
+}
+
+const keyCache = new Map<string, string>();
+
+function keyJson(key: string): string {
+  let s = keyCache.get(key);
+  if (s === undefined) {
+    s = JSON.stringify(key);
+    if (keyCache.size < 4096) keyCache.set(key, s);
+  }
+  return s;
+}
+
+/** An AnyValue as JSON text ('null' when no value is set). */
+export function anyValueJson(v: Msg): string {
+  if (v === undefined || v === null) return 'null';
+  if (typeof v !== 'object' || Array.isArray(v)) return fail('AnyValue', 'an object', v);
+  let x = v.stringValue ?? v.string_value;
+  if (x != null) {
+    if (typeof x !== 'string') fail('stringValue', 'a string', x);
+    return JSON.stringify(x);
+  }
+  x = v.intValue ?? v.int_value;
+  if (x != null) return intJson(x, 'intValue');
+  x = v.boolValue ?? v.bool_value;
+  if (x != null) return bool(x, 'boolValue') ? 'true' : 'false';
+  x = v.doubleValue ?? v.double_value;
+  if (x != null) return doubleJson(double(x, 'doubleValue'));
+  x = v.arrayValue ?? v.array_value;
+  if (x != null) {
+    const values = list(obj(x, 'arrayValue')?.values, 'arrayValue.values');
+    let out = '[';
+    for (let i = 0; i < values.length; i++) out += (i === 0 ? '' : ',') + anyValueJson(values[i]);
+    return out + ']';
+  }
+  x = v.kvlistValue ?? v.kvlist_value;
+  if (x != null) return attributesJson(obj(x, 'kvlistValue')?.values);
+  x = v.bytesValue ?? v.bytes_value;
+  if (x != null) return `"${bytesBase64(x, 'bytesValue')}"`;
+  return 'null';
+}
+
+/** A log body: a string value as is, any other value as its JSON, null when absent. */
+export function bodyText(v: Msg): string | null {
+  if (v === undefined || v === null) return null;
+  const s = typeof v === 'object' ? (v.stringValue ?? v.string_value) : undefined;
+  if (typeof s === 'string') return s;
+  const json = anyValueJson(v);
+  return json === 'null' ? null : json;
+}
+
+// Attribute lists are short: a quadratic scan for a later duplicate beats building a set.
+const DUPLICATE_SCAN_LIMIT = 32;
+
+function keyOf(kv: Msg): string {
+  if (typeof kv !== 'object' || kv === null) return fail('attribute', 'an object', kv);
+  const k = kv.key;
+  if (typeof k === 'string') return k;
+  if (k === undefined || k === null) return '';
+  return fail('attribute key', 'a string', k);
+}
+
+/** A list of KeyValue as a JSON object text; '{}' when empty. Duplicate keys: the last wins. */
+export function attributesJson(v: unknown): string {
+  const kvs = list(v, 'attributes');
+  const n = kvs.length;
+  if (n === 0) return '{}';
+  let lastIndex: Map<string, number> | null = null;
+  if (n > DUPLICATE_SCAN_LIMIT) {
+    lastIndex = new Map();
+    for (let i = 0; i < n; i++) lastIndex.set(keyOf(kvs[i]), i);
+  }
+  let out = '{';
+  let first = true;
+  for (let i = 0; i < n; i++) {
+    const kv = kvs[i];
+    const key = keyOf(kv);
+    if (lastIndex !== null) {
+      if (lastIndex.get(key) !== i) continue;
+    } else if (hasLaterKey(kvs, i, key)) continue;
+    out += (first ? '' : ',') + keyJson(key) + ':' + anyValueJson(kv.value);
+    first = false;
+  }
+  return out + '}';
+}
+
+function hasLaterKey(kvs: readonly Msg[], i: number, key: string): boolean {
+  for (let j = i + 1; j < kvs.length; j++) if (keyOf(kvs[j]) === key) return true;
+  return false;
+}
+
+/** The string value of one attribute (last occurrence), or null. */
+export function stringAttribute(v: unknown, key: string): string | null {
+  const kvs = list(v, 'attributes');
+  for (let i = kvs.length - 1; i >= 0; i--) {
+    const kv = kvs[i];
+    if (kv !== null && typeof kv === 'object' && kv.key === key) {
+      const value = kv.value;
+      const s = value == null ? undefined : (value.stringValue ?? value.string_value);
+      return typeof s === 'string' ? s : null;
+    }
+  }
+  return null;
+}
