@@ -1,7 +1,7 @@
 // The pidfile of a running server: claimed exclusively when a server starts, removed when it stops.
 // A pidfile whose process is gone (crash, kill -9, reboot) is stale and may be taken over.
 
-import { readFileSync } from 'node:fs';
+import { readFileSync, unlinkSync } from 'node:fs';
 import { mkdir, open, readFile, unlink } from 'node:fs/promises';
 import { dirname } from 'node:path';
 
@@ -83,5 +83,15 @@ export async function removePidFile(file: string, pid: number): Promise<boolean>
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return false;
     throw err;
+  }
+}
+
+/** removePidFile for a process about to exit at once (a second Ctrl+C): no awaiting possible. */
+export function removePidFileSync(file: string, pid: number): void {
+  try {
+    const holder = Number(readFileSync(file, 'utf8').trim().split(/\s+/)[0]);
+    if (holder === pid) unlinkSync(file);
+  } catch {
+    // already gone or unreadable: nothing of ours to remove
   }
 }

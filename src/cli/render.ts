@@ -103,6 +103,16 @@ export function fitColumns(
       for (const i of open) {
         out[i] = Math.max(minimum[i]!, share + (extra-- > 0 ? 1 : 0));
       }
+      // A minimum above the share overshoots: take it back from the widest columns.
+      let over = out.reduce((a, b) => a + b, 0) - total + (3 * n + 1);
+      while (over > 0) {
+        const widest = out.reduce(
+          (best, w, i) => (w - minimum[i]! > out[best]! - minimum[best]! ? i : best),
+          0,
+        );
+        out[widest]!--;
+        over--;
+      }
       return out;
     }
     for (const i of settled) {

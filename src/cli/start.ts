@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { InstanceLayout } from '../storage/layout.ts';
 import { CliError, UsageError } from './errors.ts';
 import { baseUrl, getJson, reachableHost } from './http.ts';
-import { claimPidFile, processAlive, readPid, removePidFile } from './pidfile.ts';
+import { claimPidFile, processAlive, readPid, removePidFile, removePidFileSync } from './pidfile.ts';
 import type { StartFlags } from './program.ts';
 
 /** The launcher, at the same place relative to src/cli and dist/cli. */
@@ -168,7 +168,12 @@ async function runInForeground(flags: StartFlags, layout: InstanceLayout): Promi
   }
   try {
     const { serveUntilStopped } = await import('./serve.ts');
-    await serveUntilStopped(flags, layout, () => portInUse(flags.host, flags.port));
+    await serveUntilStopped(
+      flags,
+      layout,
+      () => portInUse(flags.host, flags.port),
+      () => flags.pidfile && removePidFileSync(layout.pidFile, process.pid),
+    );
   } finally {
     if (flags.pidfile) await removePidFile(layout.pidFile, process.pid);
   }

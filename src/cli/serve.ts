@@ -1,0 +1,59 @@
+// The server in this process (`otelake start --foreground`): runs until SIGINT, SIGTERM or SIGHUP,
+// then stops accepting, finishes requests in flight and flushes the pipeline before returning,
+// so that the caller removes the pidfile only once everything is written.
+
+import { resolve } from 'node:path';
+import type { InstanceLayout } from '../storage/layout.ts';
+import { CliError } from './errors.ts';
+import type { StartFlags } from './program.ts';
+
+const STOP_SIGNALS: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
+
+export async function serveUntilStopped(
+  flags: StartFlags,
+  layout: InstanceLayout,
+  portInUse: () => Error,
+  onSecondSignal: () => void = () => {},
+): Promise<void> {
+  const { runServer } = await import('../server/index.ts');
+  let running: Awaited<ReturnType<typeof runServer>>;
+  try {
+    running = await runServer({
+      dir: resolve(flags.dir),
+      instanceId: layout.instanceId,
+      host: flags.host,
+      port: flags.port,
+      // Our own handlers: the pidfile must outlive the flush, and the server must not exit for us.
+      handleSignals: false,
+    });
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'EADDRINUSE') throw portInUse();
+    if (code === 'EACCES') throw new CliError(`not allowed to bind port ${flags.port} on ${flags.host}`);
+    if (code === 'EADDRNOTAVAIL' || code === 'ENOTFOUND') {
+      throw new CliError(`cannot bind ${flags.host}: no such local address`);
+    }
+    // Invalid saved options and the like: the message says what to fix.
+    if (err instanceof TypeError) throw new CliError(err.message);
+    throw err;
+  }
+
+  await new Promise<void>((done, fail) => {
+    let stopping = false;
+    const onSignal = (signal: NodeJS.Signals): void => {
+      if (stopping) {
+        running.app.log.warn(`${signal} again: exiting without waiting for the flush`);
+        onSecondSignal();
+        process.exit(1);
+      }
+      stopping = true;
+      running.app.log.info(`${signal}: stopping; finishing requests in flight and flushing the pipeline`);
+      running.close().then(() => {
+        for (const s of STOP_SIGNALS) process.off(s, onSignal);
+        running.app.log.info('stopped cleanly');
+        done();
+      }, fail);
+    };
+    for (const s of STOP_SIGNALS) process.on(s, onSignal);
+  });
+}

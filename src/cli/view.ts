@@ -1,0 +1,155 @@
+// `otelake view`: the newest rows of one table, read-only through the read module (safe while a
+// server writes the same instance), as a table fitting the terminal. Without --table, a picker on
+// a terminal; elsewhere an error listing the tables.
+
+import { stat } from 'node:fs/promises';
+import { type ColumnType, SCHEMAS, TABLE_NAMES, type TableName } from '../schema/tables.ts';
+import { InstanceLayout } from '../storage/layout.ts';
+import { isTable } from './args.ts';
+import { CliError, UsageError } from './errors.ts';
+import type { ViewFlags } from './program.ts';
+import { grid, outputWidth, panel } from './render.ts';
+
+/** Columns shown when --select is not given: time, service, and what identifies a row of the table. */
+export const DEFAULT_COLUMNS: Readonly<Record<TableName, readonly string[]>> = {
+  spans: ['event_ts', 'service_name', 'name', 'duration_ns', 'status_code', 'trace_id', 'span_id'],
+  span_events: ['event_ts', 'service_name', 'span_name', 'name', 'trace_id', 'span_id'],
+  span_links: [
+    'event_ts',
+    'service_name',
+    'span_name',
+    'trace_id',
+    'span_id',
+    'linked_trace_id',
+    'linked_span_id',
+  ],
+  logs: ['event_ts', 'service_name', 'severity_text', 'body', 'trace_id', 'span_id'],
+  metrics_points: [
+    'event_ts',
+    'service_name',
+    'metric_name',
+    'metric_type',
+    'value_double',
+    'value_int',
+    'attributes',
+  ],
+  metrics_hist: ['event_ts', 'service_name', 'metric_name', 'metric_type', 'count', 'sum', 'min', 'max'],
+};
+
+const DESCRIPTIONS: Readonly<Record<TableName, string>> = {
+  spans: 'spans of traces',
+  span_events: 'events recorded on spans',
+  span_links: 'links from spans to other spans',
+  logs: 'log records',
+  metrics_points: 'gauge and sum metric points',
+  metrics_hist: 'histogram, exponential histogram and summary metric points',
+};
+
+const NUMERIC: ReadonlySet<ColumnType> = new Set<ColumnType>(['long', 'integer', 'double']);
+
+async function pickTable(): Promise<TableName> {
+  if (!process.stdin.isTTY || !process.stdout.isTTY) {
+    throw new UsageError(
+      `no --table given, and the table picker needs a terminal; choose one with --table: ${TABLE_NAMES.join(', ')}`,
+    );
+  }
+  const { select } = await import('@inquirer/prompts');
+  return select<TableName>({
+    message: 'Table to view',
+    choices: TABLE_NAMES.map((t) => ({ value: t, name: t, description: DESCRIPTIONS[t] })),
+    pageSize: TABLE_NAMES.length,
+  });
+}
+
+/** One cell as text: timestamps ISO 8601 (UTC, microseconds), int64 exact, lists and objects as JSON. */
+export function cellText(value: unknown): string {
+  if (value === null || value === undefined) return '';
+  if (typeof value === 'string') return value;
+  if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint')
+    return String(value);
+  return JSON.stringify(value);
+}
+
+/** The rows as text: a grid when the columns fit the width, else one panel per row. */
+export function renderRows(
+  table: TableName,
+  columns: readonly string[],
+  rows: readonly Record<string, unknown>[],
+  width = outputWidth(),
+): string {
+  const schema = SCHEMAS[table];
+  const cells = rows.map((r) => columns.map((c) => cellText(r[c])));
+  const align = columns.map((c) => {
+    const type = schema.byName.get(c)?.type;
+    return type !== undefined && NUMERIC.has(type) ? 'right' : 'left';
+  });
+  const asGrid = grid(columns, cells, width, align);
+  if (asGrid !== null) return asGrid;
+  return cells
+    .map((r, i) =>
+      panel(
+        `row ${i + 1}`,
+        columns.map((c, j) => [c, r[j]!] as const),
+        width,
+      ),
+    )
+    .join('\n');
+}
+
+export async function viewCommand(flags: ViewFlags): Promise<void> {
+  const layout = new InstanceLayout(flags.dir, flags.instanceId);
+  if (flags.dateFrom && flags.dateTo && flags.dateFrom > flags.dateTo) {
+    throw new UsageError(`--date-from ${flags.dateFrom} is after --date-to ${flags.dateTo}`);
+  }
+  const exists = await stat(layout.root).then(
+    (s) => s.isDirectory(),
+    () => false,
+  );
+  if (!exists) {
+    throw new CliError(
+      `no instance '${layout.instanceId}' at ${layout.root}; create it with 'otelake init' or check --dir and --instance-id`,
+    );
+  }
+  if (flags.table !== undefined && !isTable(flags.table)) {
+    throw new UsageError(`unknown table ${JSON.stringify(flags.table)}: one of ${TABLE_NAMES.join(', ')}`);
+  }
+  if (flags.select) {
+    // Check the columns before a picker is shown (against every table they could belong to).
+    const known = new Set(TABLE_NAMES.flatMap((t) => SCHEMAS[t].columns.map((c) => c.name)));
+    const unknown = flags.select.filter((c) => !known.has(c));
+    if (unknown.length > 0) throw new UsageError(`unknown column ${unknown.join(', ')} in --select`);
+  }
+  const table = flags.table ?? (await pickTable());
+  const columns = flags.select ?? DEFAULT_COLUMNS[table];
+
+  const read = await import('../read/query.ts');
+  let rows: Record<string, unknown>[];
+  try {
+    rows = await read.readTable(layout, table, {
+      select: [...columns],
+      maxRows: flags.rows,
+      storage: flags.storage,
+      ...(flags.dateFrom ? { dateFrom: flags.dateFrom } : {}),
+      ...(flags.dateTo ? { dateTo: flags.dateTo } : {}),
+    });
+  } catch (err) {
+    if (err instanceof read.StorageUnavailableError) throw new CliError(err.message);
+    if (err instanceof TypeError) throw new UsageError(err.message);
+    throw err;
+  } finally {
+    await read.closeReadWorkers();
+  }
+  const range =
+    flags.dateFrom || flags.dateTo
+      ? ` from ${flags.dateFrom ?? 'the first day'} to ${flags.dateTo ?? 'the last day'}`
+      : '';
+  if (rows.length === 0) {
+    process.stdout.write(`no rows in ${table}${range} (instance '${layout.instanceId}')\n`);
+    return;
+  }
+  const shown = rows.map((r) => read.rowToJson(r, table));
+  process.stdout.write(`${renderRows(table, columns, shown)}\n`);
+  process.stdout.write(
+    `${rows.length} newest row${rows.length === 1 ? '' : 's'} of ${table}${range}, newest first (instance '${layout.instanceId}')\n`,
+  );
+}

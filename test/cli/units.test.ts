@@ -1,0 +1,228 @@
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { InvalidArgumentError } from 'commander';
+import {
+  collectColumns,
+  parseDay,
+  parseInstanceId,
+  parsePort,
+  parsePositiveInt,
+  parseSeconds,
+} from '../../src/cli/args.ts';
+import { baseUrl, reachableHost } from '../../src/cli/http.ts';
+import { claimPidFile, processAlive, readPid, removePidFile } from '../../src/cli/pidfile.ts';
+import { fitColumns, grid, oneLine, truncate } from '../../src/cli/render.ts';
+import { duration, renderHealth } from '../../src/cli/status.ts';
+import { cellText, DEFAULT_COLUMNS, renderRows } from '../../src/cli/view.ts';
+import { SCHEMAS, TABLE_NAMES } from '../../src/schema/tables.ts';
+import { killQuietly, tempDir } from './helpers.ts';
+
+describe('flag parsers', () => {
+  test('ports are 1..65535 integers', () => {
+    assert.equal(parsePort('4318'), 4318);
+    assert.equal(parsePort('65535'), 65535);
+    for (const bad of ['0', '65536', '-1', '12.5', 'abc', '', '1e3']) {
+      assert.throws(() => parsePort(bad), InvalidArgumentError, bad);
+    }
+  });
+  test('row counts are positive integers', () => {
+    assert.equal(parsePositiveInt('25'), 25);
+    for (const bad of ['0', '-3', '2.5', 'x'])
+      assert.throws(() => parsePositiveInt(bad), InvalidArgumentError);
+  });
+  test('timeouts are positive seconds, fractions allowed', () => {
+    assert.equal(parseSeconds('0.25'), 0.25);
+    assert.equal(parseSeconds('5'), 5);
+    for (const bad of ['0', '-1', 'soon', '', 'Infinity'])
+      assert.throws(() => parseSeconds(bad), InvalidArgumentError);
+  });
+  test('days must be real calendar days', () => {
+    assert.equal(parseDay('2024-02-29'), '2024-02-29');
+    for (const bad of ['2023-02-29', '2024-13-01', '24-01-01', 'today']) {
+      assert.throws(() => parseDay(bad), InvalidArgumentError, bad);
+    }
+  });
+  test('instance ids cannot escape the directory', () => {
+    assert.equal(parseInstanceId('prod-1'), 'prod-1');
+    for (const bad of ['..', '../x', 'a/b', '.hidden', ''])
+      assert.throws(() => parseInstanceId(bad), InvalidArgumentError);
+  });
+  test('--select accumulates repeated and comma-separated columns', () => {
+    let acc = collectColumns('event_ts', undefined);
+    acc = collectColumns('body, severity_text', acc);
+    assert.deepEqual(acc, ['event_ts', 'body', 'severity_text']);
+    assert.throws(() => collectColumns(' , ', acc), InvalidArgumentError);
+  });
+});
+
+describe('server addresses', () => {
+  test('a wildcard bind is probed over loopback, IPv6 gets brackets', () => {
+    assert.equal(reachableHost('0.0.0.0'), '127.0.0.1');
+    assert.equal(reachableHost('::'), '::1');
+    assert.equal(reachableHost('10.1.2.3'), '10.1.2.3');
+    assert.equal(baseUrl('::1', 4318), 'http://[::1]:4318');
+    assert.equal(baseUrl('[::1]', 80), 'http://[::1]:80');
+    assert.equal(baseUrl('localhost', 4318), 'http://localhost:4318');
+  });
+});
+
+describe('pidfile', () => {
+  let dir: { path: string; remove: () => Promise<void> };
+  before(async () => {
+    dir = await tempDir('pid');
+  });
+  after(() => dir.remove());
+
+  test('claim is exclusive while the holder lives, and a stale pidfile is taken over', async () => {
+    const file = join(dir.path, 'sub', 'otelake.pid');
+    assert.deepEqual(await claimPidFile(file, process.pid), { claimed: true });
+    assert.equal(await readPid(file), process.pid);
+    // A live process that looks like otelake holds it: refused.
+    const holder = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 60000)', 'otelake-test-holder'], {
+      stdio: 'ignore',
+    });
+    try {
+      await writeFile(file, `${holder.pid}\n`);
+      assert.deepEqual(await claimPidFile(file, 424242), { claimed: false, runningPid: holder.pid });
+      assert.equal(processAlive(holder.pid!), true);
+    } finally {
+      killQuietly(holder);
+      await new Promise((r) => holder.once('exit', r));
+    }
+    // The holder died: the pidfile is stale and gets replaced.
+    assert.equal(processAlive(holder.pid!), false);
+    assert.deepEqual(await claimPidFile(file, 424242), { claimed: true, stalePid: holder.pid });
+    assert.equal((await readFile(file, 'utf8')).trim(), '424242');
+  });
+
+  test('a process that is not otelake does not hold the pidfile (pid reuse after a crash)', async (t) => {
+    const file = join(dir.path, 'reuse.pid');
+    const stranger = spawn('sleep', ['60'], { stdio: 'ignore' });
+    t.after(() => killQuietly(stranger));
+    await writeFile(file, `${stranger.pid}\n`);
+    const procfs = await readFile(`/proc/${stranger.pid}/cmdline`, 'utf8').then(
+      () => true,
+      () => false,
+    );
+    // Without procfs the only evidence is that the process exists.
+    assert.equal(processAlive(stranger.pid!), !procfs);
+  });
+
+  test('removal only removes our own pid, a garbled pidfile reads as stale', async () => {
+    const file = join(dir.path, 'own.pid');
+    await writeFile(file, '12345\n');
+    assert.equal(await removePidFile(file, 999), false);
+    assert.equal(await readPid(file), 12345);
+    assert.equal(await removePidFile(file, 12345), true);
+    assert.equal(await readPid(file), undefined);
+    await writeFile(file, 'garbage');
+    assert.equal(await readPid(file), 0);
+  });
+});
+
+describe('rendering', () => {
+  test('cells stay on one line and are truncated with an ellipsis', () => {
+    assert.equal(oneLine('a\nb\tc\u001b'), 'a\\nb\\tc\\x1b');
+    assert.equal(truncate('abcdef', 4), 'abc…');
+    assert.equal(truncate('abc', 4), 'abc');
+  });
+
+  test('columns that fit keep their width; wide ones share the rest; too many give null', () => {
+    assert.deepEqual(fitColumns([5, 10], [5, 5], 80), [5, 10]);
+    const w = fitColumns([26, 200, 8], [8, 4, 6], 80)!;
+    assert.equal(w[0], 26);
+    assert.equal(w[2], 8);
+    assert.equal(w.reduce((a, b) => a + b, 0) + 3 * 3 + 1, 80);
+    assert.equal(fitColumns(Array(20).fill(30), Array(20).fill(10), 60), null);
+  });
+
+  test('a grid never exceeds the width', () => {
+    const long = 'x'.repeat(500);
+    for (const width of [40, 80, 133]) {
+      const text = grid(['event_ts', 'body'], [['2024-01-01T00:00:00.000000Z', long]], width)!;
+      for (const line of text.split('\n')) assert.ok([...line].length <= width, `${line.length} > ${width}`);
+      assert.match(text, /…/);
+    }
+  });
+
+  test('rows render as a grid, or as one panel per row when the columns cannot fit', () => {
+    const rows = [
+      {
+        event_ts: '2024-06-10T08:00:00.123456Z',
+        service_name: 'checkout',
+        body: 'paid\nok',
+        severity_text: 'INFO',
+      },
+    ];
+    const wide = renderRows('logs', ['event_ts', 'service_name', 'severity_text', 'body'], rows, 120);
+    assert.match(wide, /event_ts.*service_name.*severity_text.*body/);
+    assert.match(wide, /checkout/);
+    assert.match(wide, /paid\\nok/);
+    const all = SCHEMAS.logs.columns.map((c) => c.name);
+    const narrow = renderRows('logs', all, rows, 60);
+    assert.match(narrow, /row 1/);
+    assert.match(narrow, /│ body\s+│ paid\\nok/);
+  });
+
+  test('default columns exist in their tables', () => {
+    for (const t of TABLE_NAMES)
+      for (const c of DEFAULT_COLUMNS[t]) assert.ok(SCHEMAS[t].byName.has(c), `${t}.${c}`);
+  });
+
+  test('cell text of each JSON value', () => {
+    assert.equal(cellText(null), '');
+    assert.equal(cellText('9007199254740993'), '9007199254740993');
+    assert.equal(cellText(1.5), '1.5');
+    assert.equal(cellText(false), 'false');
+    assert.equal(cellText(['1', '2']), '["1","2"]');
+  });
+
+  test('durations read naturally', () => {
+    assert.equal(duration(5), '5 s');
+    assert.equal(duration(125), '2 min 5 s');
+    assert.equal(duration(3 * 3600 + 60), '3 h 1 min');
+    assert.equal(duration(3 * 86400), '3 d 0 h');
+  });
+
+  test('health: queue fill, drops and rejections by reason, pending rows per table, last error', () => {
+    const now = Date.parse('2024-06-10T08:00:10Z');
+    const text = renderHealth(
+      {
+        status: 'ok',
+        version: '0.1.1',
+        producer: {
+          queue_depth: 512,
+          queue_capacity: 2048,
+          drop_policy: 'drop_newest',
+          blocked_producers: 0,
+          accepted: 12345,
+          rejected: { missing_required: 3 },
+          dropped: { queue_full: 7 },
+        },
+        aggregator: {
+          pending_rows: { spans: 4, logs: 9 },
+          writes_in_flight: 1,
+          batches_written: 17,
+          rows_written: 12000,
+          rows_failed: 0,
+          last_flush_at: '2024-06-10T08:00:05Z',
+          last_error: { at: '2024-06-10T08:00:00Z', message: 'disk full' },
+        },
+      },
+      'http://127.0.0.1:4318',
+      now,
+      100,
+    );
+    assert.match(text, /512 \/ 2,048 \(25 %\)/);
+    assert.match(text, /accepted\s+│ 12,345/);
+    assert.match(text, /rejected\s+│ 3: missing_required 3/);
+    assert.match(text, /dropped\s+│ 7: queue_full 7/);
+    assert.match(text, /│ logs\s+│\s+9 │/);
+    assert.match(text, /│ metrics_hist\s+│\s+0 │/);
+    assert.match(text, /last flush\s+│ 2024-06-10T08:00:05Z \(5 s ago\)/);
+    assert.match(text, /disk full/);
+  });
+});
