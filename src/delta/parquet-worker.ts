@@ -1,0 +1,101 @@
+// Worker thread of the Delta engine: writes data files with polars (synchronous API, so a native
+// panic is a catchable error) and checkpoints with parquet-wasm, off the main event loop.
+
+import { open, rename, stat, unlink } from 'node:fs/promises';
+import pl from 'nodejs-polars';
+import type { ColumnDef, TableSchema } from '../schema/tables.ts';
+import { serveTasks } from '../storage/worker-pool.ts';
+import type { ColumnBatch } from './batch.ts';
+import { type CheckpointContent, encodeCheckpoint } from './checkpoint.ts';
+import { batchFrame } from './frame.ts';
+import { computeStats, type FileStats } from './stats.ts';
+
+export interface WriteBatchTask {
+  path: string;
+  columns: readonly ColumnDef[];
+  batch: ColumnBatch;
+  zstdLevel: number;
+  rowGroupSize: number;
+}
+
+export interface CompactTask {
+  inputs: readonly string[];
+  path: string;
+  zstdLevel: number;
+  rowGroupSize: number;
+}
+
+export interface CheckpointTask {
+  path: string;
+  tempPath: string;
+  content: CheckpointContent;
+}
+
+function sink(frame: pl.LazyDataFrame, path: string, zstdLevel: number, rowGroupSize: number): void {
+  frame
+    .sinkParquet(path, {
+      compression: 'zstd',
+      compressionLevel: zstdLevel,
+      statistics: true,
+      rowGroupSize,
+    })
+    .collectSync();
+}
+
+async function fsyncFile(path: string): Promise<void> {
+  const fh = await open(path, 'r');
+  try {
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+}
+
+export interface WrittenFile {
+  size: number;
+  modificationTime: number;
+}
+
+async function finished(path: string): Promise<WrittenFile> {
+  // Synced before it is committed: a commit must never point at a file lost with the page cache.
+  await fsyncFile(path);
+  const st = await stat(path);
+  return { size: st.size, modificationTime: Math.floor(st.mtimeMs) };
+}
+
+serveTasks({
+  async writeBatch(task: WriteBatchTask): Promise<WrittenFile & { stats: FileStats }> {
+    const schema = { name: 'batch', columns: task.columns, byName: new Map() } as unknown as TableSchema;
+    const stats = computeStats(schema, task.batch);
+    sink(batchFrame(task.columns, task.batch).lazy(), task.path, task.zstdLevel, task.rowGroupSize);
+    return { ...(await finished(task.path)), stats };
+  },
+
+  async compact(task: CompactTask): Promise<WrittenFile & { rows: number }> {
+    const scans = task.inputs.map((p) => pl.scanParquet(p));
+    const frame = scans.length === 1 ? scans[0]! : pl.concat(scans);
+    sink(frame, task.path, task.zstdLevel, task.rowGroupSize);
+    // The row count read back from the written file's footer checks the compaction.
+    const rows = pl.scanParquet(task.path).select(pl.len()).collectSync().getColumn('len');
+    return { ...(await finished(task.path)), rows: Number(rows.getIndex(0)) };
+  },
+
+  async writeCheckpoint(task: CheckpointTask): Promise<{ sizeInBytes: number; actions: number }> {
+    const { bytes, actions } = encodeCheckpoint(task.content);
+    try {
+      const fh = await open(task.tempPath, 'wx');
+      try {
+        await fh.writeFile(bytes);
+        await fh.sync();
+      } finally {
+        await fh.close();
+      }
+      // A checkpoint of a version always holds the same state, so replacing one is harmless.
+      await rename(task.tempPath, task.path);
+    } catch (err) {
+      await unlink(task.tempPath).catch(() => {});
+      throw err;
+    }
+    return { sizeInBytes: bytes.length, actions };
+  },
+});

@@ -1,0 +1,921 @@
+// A Delta Lake table (protocol reader 1 / writer 2) on the local filesystem: create, append one
+// Parquet file per batch with one atomic commit, snapshot by log replay from the latest checkpoint,
+// checkpoints, OPTIMIZE, VACUUM and in-day compaction. See notes/delta-lake.md.
+//
+// Atomicity: a commit is written to a temporary file and hard-linked to its final name; EEXIST
+// means another writer took that version, so the log is re-read and the next version tried. A
+// writer killed at any moment leaves at most an unreferenced data file or temporary file.
+
+import { randomUUID } from 'node:crypto';
+import { link, mkdir, open, readdir, readFile, rename, stat, unlink } from 'node:fs/promises';
+import { availableParallelism } from 'node:os';
+import { basename, join, resolve } from 'node:path';
+import type { TableSchema } from '../schema/tables.ts';
+import { siblingModule, WorkerPool } from '../storage/worker-pool.ts';
+import {
+  type Action,
+  type AddAction,
+  checkpointFileName,
+  commitContent,
+  commitFileName,
+  DEFAULT_TOMBSTONE_RETENTION_MS,
+  LAST_CHECKPOINT,
+  LOG_DIR,
+  type MetadataAction,
+  type ProtocolAction,
+  parseCheckpointVersion,
+  parseCommit,
+  parseCommitVersion,
+  parseIntervalMs,
+  type RemoveAction,
+  TEMP_PREFIXES,
+  type TxnAction,
+} from './actions.ts';
+import { type ColumnBatch, columnKind, isValid, transferables } from './batch.ts';
+import { type CheckpointContent, decodeCheckpoint } from './checkpoint.ts';
+import type { CheckpointTask, CompactTask, WriteBatchTask, WrittenFile } from './parquet-worker.ts';
+import { deltaSchemaString, schemaFromDelta } from './schema-string.ts';
+import { type FileStats, mergeStats, parseStats, statsToJson } from './stats.ts';
+
+export interface DeltaOptions {
+  /** A checkpoint is written after every N commits (at versions N, 2N, ...). Default 100. */
+  checkpointInterval?: number;
+  /** zstd level of data files. Default 3. */
+  zstdLevel?: number;
+  /**
+   * In-day compaction after appends: files below `smallFileRows` rows are grouped in size tiers
+   * (a tier spans a factor of `minFiles` in rows); a tier with `minFiles` files is compacted into
+   * one file. This bounds the file count under sustained small appends. Null = off (default).
+   */
+  autoCompact?: { minFiles: number; smallFileRows: number } | null;
+  /** `engineInfo` written into commitInfo. */
+  engineInfo?: string;
+  /** Rows per Parquet row group. Default 131072. */
+  rowGroupSize?: number;
+  /** fsync data files and commits before they become visible (survives power loss). Default true. */
+  fsync?: boolean;
+}
+
+/** A live data file of the current snapshot. */
+export interface AddFile {
+  /** Path relative to the table root, as written in the log (URI-encoded). */
+  readonly path: string;
+  readonly size: number;
+  readonly modificationTime: number;
+  readonly dataChange: boolean;
+  /** Rows in the file (from its stats; -1 when the file has no stats). */
+  readonly numRecords: number;
+  /** Typed stats (see stats.ts for the value types), null when absent. */
+  readonly stats: FileStats | null;
+}
+
+export interface AppendResult {
+  version: number;
+  /** Absolute path of the data file written ('' when the batch was empty). */
+  path: string;
+  rows: number;
+}
+
+export interface OptimizeResult {
+  removed: number;
+  added: number;
+  version: number;
+}
+
+export class DeltaConflictError extends Error {
+  override name = 'DeltaConflictError';
+}
+
+const ENGINE_INFO = 'otelake/0.1.1';
+const DEFAULT_ROW_GROUP = 131_072;
+/** A reader this many commits behind the latest checkpoint reloads from it instead of replaying. */
+const RELOAD_AFTER_COMMITS = 200;
+
+// ---------------------------------------------------------------------------------------------
+// Shared worker pool.
+
+let pool: WorkerPool | null = null;
+
+function deltaPool(): WorkerPool {
+  if (!pool) {
+    pool = new WorkerPool(siblingModule(import.meta.url, 'parquet-worker'), {
+      size: Math.max(1, Math.min(2, availableParallelism())),
+      recycleAfter: 256,
+    });
+  }
+  return pool;
+}
+
+/** Stops the shared Parquet worker pool (it restarts on the next write). */
+export async function closeDeltaWorkers(): Promise<void> {
+  const p = pool;
+  pool = null;
+  if (p) await p.close();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Per-directory serialization of commits inside this process (several DeltaTable objects may
+// point at the same table).
+
+const lanes = new Map<string, Promise<void>>();
+
+function inLane<T>(key: string, fn: () => Promise<T>): Promise<T> {
+  const prev = lanes.get(key) ?? Promise.resolve();
+  const run = prev.then(fn);
+  const tail = run.then(
+    () => {},
+    () => {},
+  );
+  lanes.set(key, tail);
+  void tail.then(() => {
+    if (lanes.get(key) === tail) lanes.delete(key);
+  });
+  return run;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Log state.
+
+class LogState {
+  version = -1;
+  protocol: ProtocolAction | null = null;
+  metaData: MetadataAction | null = null;
+  /** Live adds by path, in log order. */
+  readonly adds = new Map<string, AddAction>();
+  readonly removes = new Map<string, RemoveAction>();
+  readonly txns = new Map<string, TxnAction>();
+
+  apply(action: Action): void {
+    if (action.add) {
+      this.removes.delete(action.add.path);
+      this.adds.delete(action.add.path); // a re-add moves to the end
+      this.adds.set(action.add.path, action.add);
+    } else if (action.remove) {
+      this.adds.delete(action.remove.path);
+      this.removes.set(action.remove.path, action.remove);
+    } else if (action.metaData) this.metaData = action.metaData;
+    else if (action.protocol) this.protocol = action.protocol;
+    else if (action.txn) this.txns.set(action.txn.appId, action.txn);
+  }
+}
+
+function errCode(err: unknown): string | undefined {
+  return (err as NodeJS.ErrnoException | null)?.code;
+}
+
+async function readIfExists(path: string): Promise<Buffer | null> {
+  try {
+    return await readFile(path);
+  } catch (err) {
+    if (errCode(err) === 'ENOENT') return null;
+    throw err;
+  }
+}
+
+async function writeFileSynced(path: string, data: string, sync: boolean, flag = 'wx'): Promise<void> {
+  const fh = await open(path, flag);
+  try {
+    await fh.writeFile(data);
+    if (sync) await fh.sync();
+  } finally {
+    await fh.close();
+  }
+}
+
+async function readLastCheckpointVersion(logDir: string): Promise<number | null> {
+  const buf = await readIfExists(join(logDir, LAST_CHECKPOINT));
+  if (!buf) return null;
+  try {
+    const v = (JSON.parse(buf.toString('utf8')) as { version?: unknown }).version;
+    return typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 ? v : null;
+  } catch {
+    return null;
+  }
+}
+
+async function listLog(logDir: string): Promise<{ commits: number[]; checkpoints: number[] }> {
+  let names: string[];
+  try {
+    names = await readdir(logDir);
+  } catch (err) {
+    if (errCode(err) === 'ENOENT') return { commits: [], checkpoints: [] };
+    throw err;
+  }
+  const commits: number[] = [];
+  const checkpoints: number[] = [];
+  for (const n of names) {
+    const c = parseCommitVersion(n);
+    if (c !== null) commits.push(c);
+    const k = parseCheckpointVersion(n);
+    if (k !== null) checkpoints.push(k);
+  }
+  commits.sort((a, b) => a - b);
+  checkpoints.sort((a, b) => b - a);
+  return { commits, checkpoints };
+}
+
+/** Applies commits after `state.version` until the next one does not exist yet. */
+async function replayCommits(logDir: string, state: LogState): Promise<number> {
+  let applied = 0;
+  for (;;) {
+    const v = state.version + 1;
+    const buf = await readIfExists(join(logDir, commitFileName(v)));
+    if (!buf) return applied;
+    for (const a of parseCommit(buf.toString('utf8'), v)) state.apply(a);
+    state.version = v;
+    applied++;
+  }
+}
+
+/** The table's latest snapshot: the newest readable checkpoint, then the commits after it. */
+async function loadState(dir: string): Promise<LogState> {
+  const logDir = join(dir, LOG_DIR);
+  // _last_checkpoint first: the checkpoint it names was written before it.
+  const hinted = await readLastCheckpointVersion(logDir);
+  const listing = await listLog(logDir);
+  const candidates = [...new Set([...(hinted === null ? [] : [hinted]), ...listing.checkpoints])].sort(
+    (a, b) => b - a,
+  );
+  let state = new LogState();
+  for (const cp of candidates) {
+    const buf = await readIfExists(join(logDir, checkpointFileName(cp)));
+    if (!buf) continue;
+    try {
+      const s = new LogState();
+      for (const a of decodeCheckpoint(buf)) s.apply(a);
+      if (!s.metaData || !s.protocol) continue;
+      s.version = cp;
+      state = s;
+      break;
+    } catch {
+      // An unreadable checkpoint: fall back to an older one, or to the commits.
+    }
+  }
+  await replayCommits(logDir, state);
+  if (state.version < 0 || !state.metaData || !state.protocol) {
+    throw new Error(`${dir} is not a Delta table (no readable _delta_log)`);
+  }
+  const newest = listing.commits.at(-1);
+  if (newest !== undefined && newest > state.version) {
+    throw new Error(`Delta log of ${dir} is missing commit ${state.version + 1} (newest is ${newest})`);
+  }
+  return state;
+}
+
+function toAddFile(add: AddAction, schema: TableSchema): AddFile {
+  const stats = parseStats(schema, add.stats);
+  return {
+    path: add.path,
+    size: add.size,
+    modificationTime: add.modificationTime,
+    dataChange: add.dataChange,
+    numRecords: stats?.numRecords ?? -1,
+    stats,
+  };
+}
+
+function commitInfo(
+  operation: string,
+  operationParameters: Record<string, string>,
+  engineInfo: string,
+  extra: Record<string, unknown> = {},
+): Action {
+  return { commitInfo: { timestamp: Date.now(), operation, operationParameters, engineInfo, ...extra } };
+}
+
+/** Size tier of a small file for auto-compaction: files within a factor `base` share a tier. */
+function sizeTier(rows: number, base: number): number {
+  return rows <= 1 ? 0 : Math.floor(Math.log(rows) / Math.log(base) + 1e-9);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+export class DeltaTable {
+  readonly dir: string;
+  readonly schema: TableSchema;
+  private readonly logDir: string;
+  private readonly opts: Required<Omit<DeltaOptions, 'autoCompact'>> & {
+    autoCompact: DeltaOptions['autoCompact'];
+  };
+  private state: LogState;
+  private readonly parsed = new Map<string, AddFile>();
+  private filesCache: AddFile[] | null = null;
+  /** Data files being written by this process and not yet committed (vacuum must not touch). */
+  private readonly inFlight = new Set<string>();
+  private compactionLane: Promise<unknown> = Promise.resolve();
+  private compacting = false;
+  private checkpointLane: Promise<unknown> = Promise.resolve();
+  private lastCheckpointed = -1;
+  private readonly pending = new Set<Promise<unknown>>();
+  private closed = false;
+  /** Errors of background work (auto checkpoints and compactions); they never fail an append. */
+  readonly backgroundErrors: Error[] = [];
+
+  private constructor(dir: string, schema: TableSchema, state: LogState, opts: DeltaOptions) {
+    this.dir = dir;
+    this.schema = schema;
+    this.logDir = join(dir, LOG_DIR);
+    this.state = state;
+    this.opts = {
+      checkpointInterval: opts.checkpointInterval ?? 100,
+      zstdLevel: opts.zstdLevel ?? 3,
+      autoCompact: opts.autoCompact ?? null,
+      engineInfo: opts.engineInfo ?? ENGINE_INFO,
+      rowGroupSize: opts.rowGroupSize ?? DEFAULT_ROW_GROUP,
+      fsync: opts.fsync ?? true,
+    };
+    if (!Number.isSafeInteger(this.opts.checkpointInterval) || this.opts.checkpointInterval < 1)
+      throw new TypeError('checkpointInterval must be a positive integer');
+    const ac = this.opts.autoCompact;
+    if (ac && (!Number.isSafeInteger(ac.minFiles) || ac.minFiles < 2 || !(ac.smallFileRows > 0)))
+      throw new TypeError('autoCompact needs minFiles >= 2 and smallFileRows > 0');
+  }
+
+  /** Opens the table at `dir`, creating it (version 0: protocol + metaData) when it has no log. */
+  static async createOrOpen(dir: string, schema: TableSchema, opts: DeltaOptions = {}): Promise<DeltaTable> {
+    const root = resolve(dir);
+    const logDir = join(root, LOG_DIR);
+    const schemaString = deltaSchemaString(schema);
+    const existing = await readIfExists(join(logDir, commitFileName(0)));
+    if (!existing) {
+      await mkdir(logDir, { recursive: true });
+      const now = Date.now();
+      const actions: Action[] = [
+        commitInfo(
+          'CREATE TABLE',
+          { mode: 'ErrorIfExists', partitionBy: '[]' },
+          opts.engineInfo ?? ENGINE_INFO,
+        ),
+        { protocol: { minReaderVersion: 1, minWriterVersion: 2 } },
+        {
+          metaData: {
+            id: randomUUID(),
+            name: schema.name,
+            format: { provider: 'parquet', options: {} },
+            schemaString,
+            partitionColumns: [],
+            configuration: {},
+            createdTime: now,
+          },
+        },
+      ];
+      const tmp = join(logDir, `${TEMP_PREFIXES[0]}${randomUUID()}.json.tmp`);
+      await writeFileSynced(tmp, commitContent(actions.map((a) => JSON.stringify(a))), opts.fsync ?? true);
+      try {
+        await link(tmp, join(logDir, commitFileName(0)));
+      } catch (err) {
+        if (errCode(err) !== 'EEXIST') throw err; // created concurrently: open it
+      } finally {
+        await unlink(tmp).catch(() => {});
+      }
+    }
+    const state = await loadState(root);
+    const found = state.metaData!.schemaString;
+    if (found !== schemaString) {
+      throw new Error(
+        `Delta table ${root} has a different schema than ${schema.name}: ${found} (expected ${schemaString})`,
+      );
+    }
+    return new DeltaTable(root, schema, state, opts);
+  }
+
+  /** Opens an existing table (e.g. read-only by another process); its schema comes from the log. */
+  static async open(dir: string, opts: DeltaOptions = {}): Promise<DeltaTable> {
+    const root = resolve(dir);
+    const state = await loadState(root);
+    const schema = schemaFromDelta(state.metaData!.schemaString, state.metaData!.name ?? basename(root));
+    return new DeltaTable(root, schema, state, opts);
+  }
+
+  get version(): number {
+    return this.state.version;
+  }
+
+  get metadata(): Readonly<MetadataAction> {
+    return this.state.metaData!;
+  }
+
+  get files(): readonly AddFile[] {
+    if (!this.filesCache) {
+      const out: AddFile[] = [];
+      for (const add of this.state.adds.values()) {
+        let f = this.parsed.get(add.path);
+        if (!f) {
+          f = toAddFile(add, this.schema);
+          this.parsed.set(add.path, f);
+        }
+        out.push(f);
+      }
+      this.filesCache = out;
+    }
+    return this.filesCache;
+  }
+
+  /** Absolute paths of the live data files. */
+  liveFilePaths(): string[] {
+    return this.files.map((f) => this.absolute(f.path));
+  }
+
+  rowCount(): number {
+    let n = 0;
+    for (const f of this.files) {
+      if (f.numRecords < 0) throw new Error(`data file ${f.path} has no row count in its stats`);
+      n += f.numRecords;
+    }
+    return n;
+  }
+
+  /** Picks up commits made by other processes (or other DeltaTable objects). */
+  refresh(): Promise<void> {
+    return inLane(this.dir, () => this.catchUp());
+  }
+
+  private absolute(path: string): string {
+    return join(this.dir, decodeURIComponent(path));
+  }
+
+  private changed(): void {
+    this.filesCache = null;
+  }
+
+  private async catchUp(): Promise<void> {
+    const latestCheckpoint = await readLastCheckpointVersion(this.logDir);
+    if (latestCheckpoint !== null && latestCheckpoint - this.state.version > RELOAD_AFTER_COMMITS) {
+      this.state = await loadState(this.dir);
+      this.parsed.clear();
+      this.changed();
+      return;
+    }
+    const before = new Set(this.state.adds.keys());
+    if ((await replayCommits(this.logDir, this.state)) === 0) return;
+    for (const p of before) if (!this.state.adds.has(p)) this.parsed.delete(p);
+    this.changed();
+  }
+
+  private assertWritable(): void {
+    if (this.closed) throw new Error(`Delta table ${this.dir} is closed`);
+  }
+
+  private track<T>(p: Promise<T>): Promise<T> {
+    this.pending.add(p);
+    void p.then(
+      () => this.pending.delete(p),
+      () => this.pending.delete(p),
+    );
+    return p;
+  }
+
+  private background(p: Promise<unknown>): void {
+    this.track(
+      p.catch((err: Error) => {
+        this.backgroundErrors.push(err);
+        if (this.backgroundErrors.length > 20) this.backgroundErrors.shift();
+        process.emitWarning(`Delta background task failed for ${this.dir}: ${err.message}`, 'DeltaWarning');
+      }),
+    );
+  }
+
+  /**
+   * Commits `actions` as the next version. On EEXIST the log is re-read; `mustBeLive` paths
+   * (inputs of a compaction) must still be live, otherwise the commit is abandoned.
+   */
+  private async commit(actions: Action[], mustBeLive: readonly string[] = []): Promise<number> {
+    const tmp = join(this.logDir, `${TEMP_PREFIXES[0]}${randomUUID()}.json.tmp`);
+    await writeFileSynced(tmp, commitContent(actions.map((a) => JSON.stringify(a))), this.opts.fsync);
+    try {
+      for (;;) {
+        for (const p of mustBeLive) {
+          if (!this.state.adds.has(p))
+            throw new DeltaConflictError(`file ${p} was removed by a concurrent commit`);
+        }
+        const version = this.state.version + 1;
+        try {
+          await link(tmp, join(this.logDir, commitFileName(version)));
+        } catch (err) {
+          if (errCode(err) !== 'EEXIST') throw err;
+          await this.catchUp(); // another writer took this version
+          continue;
+        }
+        for (const a of actions) {
+          if (a.remove) this.parsed.delete(a.remove.path);
+          this.state.apply(a);
+        }
+        this.state.version = version;
+        this.changed();
+        return version;
+      }
+    } finally {
+      await unlink(tmp).catch(() => {});
+    }
+  }
+
+  private checkBatch(batch: ColumnBatch): void {
+    for (const def of this.schema.columns) {
+      const col = batch.columns[def.name];
+      if (!col) throw new TypeError(`batch for ${this.schema.name} has no column ${def.name}`);
+      if (col.kind !== columnKind(def.type))
+        throw new TypeError(`column ${def.name}: expected ${columnKind(def.type)}, got ${col.kind}`);
+      if (col.values.length < batch.numRows)
+        throw new TypeError(`column ${def.name} has fewer rows than the batch`);
+      if (!def.nullable) {
+        for (let i = 0; i < batch.numRows; i++) {
+          if (!isValid(col, i)) throw new TypeError(`non-nullable column ${def.name} is null in row ${i}`);
+        }
+      }
+    }
+  }
+
+  /**
+   * Writes the batch as one Parquet file and commits it. Commits happen in call order. With
+   * `transfer`, the batch's buffers move to the worker (the batch is unusable afterwards).
+   */
+  append(batch: ColumnBatch, opts: { transfer?: boolean } = {}): Promise<AppendResult> {
+    this.assertWritable();
+    if (batch.numRows === 0) return Promise.resolve({ version: this.version, path: '', rows: 0 });
+    this.checkBatch(batch);
+    const name = `part-${randomUUID()}.zstd.parquet`;
+    const abs = join(this.dir, name);
+    this.inFlight.add(name);
+    const task: WriteBatchTask = {
+      path: abs,
+      columns: this.schema.columns,
+      batch,
+      zstdLevel: this.opts.zstdLevel,
+      rowGroupSize: this.opts.rowGroupSize,
+    };
+    const writing = deltaPool().run<WrittenFile & { stats: FileStats }>(
+      'writeBatch',
+      task,
+      opts.transfer ? transferables(batch) : [],
+    );
+    writing.catch(() => {}); // awaited below, inside the lane
+    const committed = inLane(this.dir, async () => {
+      let written: WrittenFile & { stats: FileStats };
+      try {
+        written = await writing;
+      } catch (err) {
+        await unlink(abs).catch(() => {});
+        throw err;
+      }
+      const add: AddAction = {
+        path: name,
+        partitionValues: {},
+        size: written.size,
+        modificationTime: written.modificationTime,
+        dataChange: true,
+        stats: statsToJson(this.schema, written.stats),
+      };
+      const version = await this.commit([
+        commitInfo('WRITE', { mode: 'Append', partitionBy: '[]' }, this.opts.engineInfo, {
+          isBlindAppend: true,
+          operationMetrics: {
+            numFiles: '1',
+            numOutputRows: String(batch.numRows),
+            numOutputBytes: String(written.size),
+          },
+        }),
+        { add },
+      ]);
+      this.parsed.set(name, {
+        path: name,
+        size: add.size,
+        modificationTime: add.modificationTime,
+        dataChange: true,
+        numRecords: written.stats.numRecords,
+        stats: written.stats,
+      });
+      return version;
+    });
+    const result = committed.then(
+      (version) => {
+        this.inFlight.delete(name);
+        this.afterCommit(version);
+        return { version, path: abs, rows: batch.numRows };
+      },
+      (err: unknown) => {
+        this.inFlight.delete(name);
+        throw err;
+      },
+    );
+    return this.track(result);
+  }
+
+  private afterCommit(version: number): void {
+    if (version % this.opts.checkpointInterval === 0 && version > 0) {
+      this.background(this.writeCheckpointOf(this.captureCheckpoint()));
+    }
+    if (this.opts.autoCompact && !this.compacting && !this.closed) {
+      const inputs = this.pickAutoCompaction();
+      if (inputs) {
+        this.compacting = true;
+        this.background(
+          this.serialCompaction(() => this.compactGroups([inputs], 'OPTIMIZE', { auto: 'true' })).finally(
+            () => {
+              this.compacting = false;
+            },
+          ),
+        );
+      }
+    }
+  }
+
+  /** The smallest size tier holding `minFiles` small files, in log order. */
+  private pickAutoCompaction(): AddFile[] | null {
+    const ac = this.opts.autoCompact!;
+    const tiers = new Map<number, AddFile[]>();
+    for (const f of this.files) {
+      if (f.stats === null || f.numRecords >= ac.smallFileRows) continue;
+      const t = sizeTier(f.numRecords, ac.minFiles);
+      const group = tiers.get(t);
+      if (group) group.push(f);
+      else tiers.set(t, [f]);
+    }
+    for (const t of [...tiers.keys()].sort((a, b) => a - b)) {
+      const group = tiers.get(t)!;
+      if (group.length >= ac.minFiles) return group;
+    }
+    return null;
+  }
+
+  private serialCompaction<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.compactionLane.then(fn, fn);
+    this.compactionLane = run.catch(() => {});
+    return run;
+  }
+
+  /** Rewrites each group of files as one file; all groups in one OPTIMIZE commit. */
+  private async compactGroups(
+    groups: AddFile[][],
+    operation: string,
+    params: Record<string, string>,
+  ): Promise<OptimizeResult> {
+    const outputs = groups.map(() => `part-${randomUUID()}.zstd.parquet`);
+    for (const o of outputs) this.inFlight.add(o);
+    try {
+      const written = await Promise.all(
+        groups.map((group, i) => {
+          const task: CompactTask = {
+            inputs: group.map((f) => this.absolute(f.path)),
+            path: join(this.dir, outputs[i]!),
+            zstdLevel: this.opts.zstdLevel,
+            rowGroupSize: this.opts.rowGroupSize,
+          };
+          return deltaPool().run<WrittenFile & { rows: number }>('compact', task);
+        }),
+      );
+      const now = Date.now();
+      const actions: Action[] = [
+        commitInfo(operation, params, this.opts.engineInfo, {
+          operationMetrics: {
+            numFilesRemoved: String(groups.reduce((n, g) => n + g.length, 0)),
+            numFilesAdded: String(groups.length),
+          },
+        }),
+      ];
+      const addedFiles: AddFile[] = [];
+      groups.forEach((group, i) => {
+        const stats = mergeStats(
+          this.schema,
+          group.map((f) => f.stats!),
+        );
+        if (stats.numRecords !== written[i]!.rows) {
+          throw new Error(`compaction wrote ${written[i]!.rows} rows, expected ${stats.numRecords}`);
+        }
+        for (const f of group) {
+          actions.push({
+            remove: {
+              path: f.path,
+              deletionTimestamp: now,
+              dataChange: false,
+              extendedFileMetadata: true,
+              partitionValues: {},
+              size: f.size,
+            },
+          });
+        }
+        const add: AddAction = {
+          path: outputs[i]!,
+          partitionValues: {},
+          size: written[i]!.size,
+          modificationTime: written[i]!.modificationTime,
+          dataChange: false,
+          stats: statsToJson(this.schema, stats),
+        };
+        actions.push({ add });
+        addedFiles.push({
+          path: add.path,
+          size: add.size,
+          modificationTime: add.modificationTime,
+          dataChange: false,
+          numRecords: stats.numRecords,
+          stats,
+        });
+      });
+      const inputs = groups.flat().map((f) => f.path);
+      const version = await inLane(this.dir, () => this.commit(actions, inputs));
+      for (const f of addedFiles) this.parsed.set(f.path, f);
+      this.afterCompactionCommit(version);
+      return { removed: inputs.length, added: groups.length, version };
+    } catch (err) {
+      await Promise.all(outputs.map((o) => unlink(join(this.dir, o)).catch(() => {})));
+      throw err;
+    } finally {
+      for (const o of outputs) this.inFlight.delete(o);
+    }
+  }
+
+  private afterCompactionCommit(version: number): void {
+    if (version % this.opts.checkpointInterval === 0) {
+      this.background(this.writeCheckpointOf(this.captureCheckpoint()));
+    }
+  }
+
+  /**
+   * OPTIMIZE: bin-packs files smaller than `targetFileRows` (default 1,000,000) into files of
+   * about that many rows, in one commit of `dataChange:false` removes and adds. Null when there
+   * is nothing to compact.
+   */
+  optimize(opts: { targetFileRows?: number } = {}): Promise<OptimizeResult | null> {
+    this.assertWritable();
+    const target = opts.targetFileRows ?? 1_000_000;
+    return this.track(
+      this.serialCompaction(async () => {
+        await inLane(this.dir, () => this.catchUp());
+        const groups: AddFile[][] = [];
+        let current: AddFile[] = [];
+        let rows = 0;
+        for (const f of this.files) {
+          if (f.stats === null || f.numRecords >= target) continue;
+          if (current.length > 0 && rows + f.numRecords > target) {
+            groups.push(current);
+            current = [];
+            rows = 0;
+          }
+          current.push(f);
+          rows += f.numRecords;
+        }
+        groups.push(current);
+        const work = groups.filter((g) => g.length > 1);
+        if (work.length === 0) return null;
+        return this.compactGroups(work, 'OPTIMIZE', { targetSize: String(target), predicate: '[]' });
+      }),
+    );
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Checkpoints.
+
+  private captureCheckpoint(): { version: number; content: CheckpointContent } {
+    const s = this.state;
+    const retention = parseIntervalMs(
+      s.metaData!.configuration['delta.deletedFileRetentionDuration'],
+      DEFAULT_TOMBSTONE_RETENTION_MS,
+    );
+    const horizon = Date.now() - retention;
+    return {
+      version: s.version,
+      content: {
+        protocol: s.protocol!,
+        metaData: s.metaData!,
+        txns: [...s.txns.values()],
+        adds: [...s.adds.values()],
+        removes: [...s.removes.values()].filter((r) => (r.deletionTimestamp ?? 0) > horizon),
+      },
+    };
+  }
+
+  private writeCheckpointOf(cp: { version: number; content: CheckpointContent }): Promise<void> {
+    const run = async (): Promise<void> => {
+      if (cp.version <= this.lastCheckpointed) return;
+      const path = join(this.logDir, checkpointFileName(cp.version));
+      const task: CheckpointTask = {
+        path,
+        tempPath: join(this.logDir, `${TEMP_PREFIXES[1]}${randomUUID()}.parquet.tmp`),
+        content: cp.content,
+      };
+      const written = await deltaPool().run<{ sizeInBytes: number; actions: number }>(
+        'writeCheckpoint',
+        task,
+      );
+      // _last_checkpoint only after the checkpoint file, atomically, and never backwards.
+      const current = await readLastCheckpointVersion(this.logDir);
+      if (current === null || current < cp.version) {
+        const tmp = join(this.logDir, `${TEMP_PREFIXES[2]}${randomUUID()}.tmp`);
+        const body = JSON.stringify({
+          version: cp.version,
+          size: written.actions,
+          sizeInBytes: written.sizeInBytes,
+          numOfAddFiles: cp.content.adds.length,
+        });
+        try {
+          await writeFileSynced(tmp, body, this.opts.fsync);
+          await rename(tmp, join(this.logDir, LAST_CHECKPOINT));
+        } catch (err) {
+          await unlink(tmp).catch(() => {});
+          throw err;
+        }
+      }
+      this.lastCheckpointed = Math.max(this.lastCheckpointed, cp.version);
+    };
+    const p = this.checkpointLane.then(run, run);
+    this.checkpointLane = p.catch(() => {});
+    return p;
+  }
+
+  /** Writes a checkpoint of the current version (after the commits queued before this call). */
+  async checkpoint(): Promise<void> {
+    const cp = await inLane(this.dir, async () => this.captureCheckpoint());
+    await this.track(this.writeCheckpointOf(cp));
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // VACUUM.
+
+  /**
+   * Deletes data files no live add refers to: removed files whose deletion is older than
+   * `retentionMs`, and unreferenced files (e.g. left by a killed write) modified before then.
+   * Also deletes stale temporary files of this engine in `_delta_log`.
+   */
+  async vacuum(opts: { retentionMs: number }): Promise<{ deleted: number }> {
+    this.assertWritable();
+    if (!(opts.retentionMs >= 0)) throw new TypeError('retentionMs must be >= 0');
+    await inLane(this.dir, () => this.catchUp());
+    const cutoff = Date.now() - opts.retentionMs;
+    const candidates: { rel: string; abs: string }[] = [];
+    const walk = async (rel: string): Promise<void> => {
+      const entries = await readdir(join(this.dir, rel), { withFileTypes: true });
+      for (const e of entries) {
+        if (e.name.startsWith('_') || e.name.startsWith('.')) continue;
+        const childRel = rel ? `${rel}/${e.name}` : e.name;
+        if (e.isDirectory()) await walk(childRel);
+        else if (e.isFile()) candidates.push({ rel: childRel, abs: join(this.dir, childRel) });
+      }
+    };
+    await walk('');
+    const live = new Set<string>();
+    for (const p of this.state.adds.keys()) live.add(decodeURIComponent(p));
+    const tombstones = new Map<string, number>();
+    for (const r of this.state.removes.values())
+      tombstones.set(decodeURIComponent(r.path), r.deletionTimestamp ?? 0);
+    const doomed: string[] = [];
+    for (const c of candidates) {
+      if (live.has(c.rel) || this.inFlight.has(c.rel)) continue;
+      const removedAt = tombstones.get(c.rel);
+      if (removedAt !== undefined) {
+        if (removedAt <= cutoff) doomed.push(c.abs);
+        continue;
+      }
+      const st = await stat(c.abs).catch(() => null);
+      if (st && st.mtimeMs <= cutoff) doomed.push(c.abs);
+    }
+    let deleted = 0;
+    if (doomed.length > 0) {
+      const params = { retentionCheckEnabled: 'false', specifiedRetentionMillis: String(opts.retentionMs) };
+      await inLane(this.dir, () =>
+        this.commit([
+          commitInfo('VACUUM START', params, this.opts.engineInfo, {
+            operationMetrics: { numFilesToDelete: String(doomed.length) },
+          }),
+        ]),
+      );
+      for (const abs of doomed) {
+        // Re-checked at deletion time: a file committed since the listing stays.
+        const rel = abs
+          .slice(this.dir.length + 1)
+          .split('\\')
+          .join('/');
+        if (this.state.adds.has(rel) || this.inFlight.has(rel)) continue;
+        try {
+          await unlink(abs);
+          deleted++;
+        } catch (err) {
+          if (errCode(err) !== 'ENOENT') throw err;
+        }
+      }
+      await inLane(this.dir, () =>
+        this.commit([
+          commitInfo('VACUUM END', { status: 'COMPLETED' }, this.opts.engineInfo, {
+            operationMetrics: { numDeletedFiles: String(deleted) },
+          }),
+        ]),
+      );
+    }
+    await this.removeStaleTempFiles(Math.min(cutoff, Date.now() - 60_000));
+    return { deleted };
+  }
+
+  private async removeStaleTempFiles(cutoff: number): Promise<void> {
+    const names = await readdir(this.logDir);
+    for (const n of names) {
+      if (!TEMP_PREFIXES.some((p) => n.startsWith(p)) || !n.endsWith('.tmp')) continue;
+      const st = await stat(join(this.logDir, n)).catch(() => null);
+      if (st && st.mtimeMs < cutoff) await unlink(join(this.logDir, n)).catch(() => {});
+    }
+  }
+
+  /** Waits for queued writes, background checkpoints and compactions; further writes fail. */
+  async close(): Promise<void> {
+    this.closed = true;
+    while (this.pending.size > 0) await Promise.allSettled([...this.pending]);
+  }
+}
