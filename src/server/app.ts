@@ -1,0 +1,77 @@
+// The fastify application: OTLP/HTTP ingest, /healthz, and the read API over one logger.
+
+import Fastify, { type FastifyInstance, type FastifyServerOptions, LogController } from 'fastify';
+import type { Logger } from '../index.ts';
+import { loadProtobuf, type ProtoCodec } from '../otlp/index.ts';
+import { registerIngestRoutes } from './ingest.ts';
+import { isValidProjectId, PROJECT_ID_RULE } from './project.ts';
+import { registerReadRoutes } from './read-api.ts';
+import { SERVICE_VERSION } from './version.ts';
+
+export interface BuildServerOptions {
+  /** fastify's logger setting (pino options, or true/false). Default: off. */
+  log?: FastifyServerOptions['logger'];
+  /**
+   * The protobuf codec to use; null serves JSON only. Default: `loadProtobuf()`, which is null when
+   * the optional `protobufjs` package is not installed.
+   */
+  proto?: ProtoCodec | null;
+  /** How long an ingest request may wait for room in a full queue; default: the logger's block_timeout_s. */
+  ingestWaitMs?: number;
+}
+
+/** A fastify app serving `logger`; call `listen()` on it, and `close()` before stopping the logger. */
+export async function buildServer(logger: Logger, opts: BuildServerOptions = {}): Promise<FastifyInstance> {
+  const server = logger.options.server_config;
+  if (!isValidProjectId(server.default_project_id)) {
+    throw new TypeError(
+      `invalid server_config.default_project_id ${JSON.stringify(server.default_project_id)}: use ${PROJECT_ID_RULE}`,
+    );
+  }
+  const proto = opts.proto !== undefined ? opts.proto : await loadProtobuf();
+
+  const app = Fastify({
+    logger: opts.log ?? false,
+    // One line per request would cost more than the request at ingest rates; errors are still logged.
+    logController: new LogController({ disableRequestLogging: true }),
+    // Bodies are read by the ingest handlers with their own (post-decompression) limit.
+    bodyLimit: server.body_limit_bytes,
+    return503OnClosing: true,
+    forceCloseConnections: 'idle',
+  });
+
+  app.setErrorHandler((err: Error & { statusCode?: number }, request, reply) => {
+    const status = err.statusCode !== undefined && err.statusCode >= 400 ? err.statusCode : 500;
+    if (status >= 500) request.log.error({ err }, 'request failed');
+    // A Content-Type header fastify cannot even parse: same plain-text 415 as any unsupported type.
+    if (status === 415) return reply.code(415).type('text/plain; charset=utf-8').send(`${err.message}\n`);
+    return reply
+      .code(status)
+      .send({ error: status >= 500 ? 'Internal Server Error' : 'Bad Request', message: err.message });
+  });
+
+  const startedAt = Date.now();
+  app.get('/healthz', async () => {
+    const mem = process.memoryUsage();
+    return {
+      status: 'ok',
+      version: SERVICE_VERSION,
+      uptime_s: Math.round((Date.now() - startedAt) / 100) / 10,
+      pid: process.pid,
+      instance_id: logger.layout.instanceId,
+      protobuf: proto !== null,
+      memory: { rss: mem.rss, heap_used: mem.heapUsed, heap_total: mem.heapTotal, external: mem.external },
+      ...logger.stats(),
+    };
+  });
+
+  registerIngestRoutes(app, {
+    logger,
+    proto,
+    bodyLimitBytes: server.body_limit_bytes,
+    defaultProjectId: server.default_project_id,
+    ...(opts.ingestWaitMs === undefined ? {} : { ingestWaitMs: opts.ingestWaitMs }),
+  });
+  registerReadRoutes(app, logger);
+  return app;
+}

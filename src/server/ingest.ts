@@ -1,0 +1,257 @@
+// POST /v1/traces, /v1/logs, /v1/metrics: OTLP/HTTP export requests in JSON or protobuf, optionally
+// compressed, mapped to table rows and handed to the logger's pipeline. Answers follow the OTLP
+// specification: an Export*ServiceResponse (with partial_success when rows were refused) in the
+// request's encoding, a google.rpc.Status for failures, plain text for an unsupported content type.
+
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { IngestResult, Logger } from '../index.ts';
+import {
+  type BodyFormat,
+  decodeRequest,
+  encodeExportResponse,
+  encodeStatus,
+  mapRequest,
+  OtlpDecodeError,
+  type ProtoCodec,
+  rpcCodeForHttpStatus,
+  type Signal,
+} from '../otlp/index.ts';
+import type { TableName } from '../schema/tables.ts';
+import { BodyError, readBody } from './body.ts';
+import { isValidProjectId, PROJECT_ID_RULE } from './project.ts';
+
+type Format = BodyFormat;
+
+interface SignalRoute {
+  signal: Signal;
+  path: string;
+  /** Tables whose rows are the signal's items (what partial_success counts). */
+  itemTables: readonly TableName[];
+  itemWord: string;
+}
+
+export const SIGNAL_ROUTES: readonly SignalRoute[] = [
+  { signal: 'traces', path: '/v1/traces', itemTables: ['spans'], itemWord: 'spans' },
+  { signal: 'logs', path: '/v1/logs', itemTables: ['logs'], itemWord: 'log records' },
+  {
+    signal: 'metrics',
+    path: '/v1/metrics',
+    itemTables: ['metrics_points', 'metrics_hist'],
+    itemWord: 'data points',
+  },
+];
+
+const CONTENT_TYPE: Record<Format, string> = {
+  json: 'application/json',
+  protobuf: 'application/x-protobuf',
+};
+
+/** Seconds a client is asked to wait before retrying when the queue is full. */
+const RETRY_AFTER_S = 1;
+
+export interface IngestRouteOptions {
+  logger: Logger;
+  /** The protobuf codec, or null when the optional `protobufjs` package is not installed. */
+  proto: ProtoCodec | null;
+  bodyLimitBytes: number;
+  defaultProjectId: string;
+  /** How long a request may wait for room in a full queue (drop_policy block); default from the logger. */
+  ingestWaitMs?: number;
+}
+
+/** The body format named by a Content-Type header (parameters such as charset are ignored). */
+export function formatOf(contentType: string | undefined): Format | null {
+  if (contentType === undefined) return null;
+  const semi = contentType.indexOf(';');
+  const media = (semi === -1 ? contentType : contentType.slice(0, semi)).trim().toLowerCase();
+  if (media === 'application/json') return 'json';
+  if (media === 'application/x-protobuf' || media === 'application/protobuf') return 'protobuf';
+  return null;
+}
+
+function sendText(reply: FastifyReply, status: number, text: string): FastifyReply {
+  return reply
+    .code(status)
+    .type('text/plain; charset=utf-8')
+    .send(text + '\n');
+}
+
+/** A body as a Buffer view without copying (fastify sends Buffers as they are). */
+function asBuffer(bytes: Uint8Array): Buffer {
+  return Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}
+
+/** A failure answered with a google.rpc.Status in the request's encoding. */
+function sendStatus(reply: FastifyReply, status: number, message: string, format: Format): FastifyReply {
+  return reply
+    .code(status)
+    .type(CONTENT_TYPE[format])
+    .send(asBuffer(encodeStatus(rpcCodeForHttpStatus(status), message, format)));
+}
+
+function headerValue(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value[value.length - 1] : value;
+}
+
+/** The partial_success message: what was refused and why, most frequent reasons first. */
+function describeRejections(
+  route: SignalRoute,
+  rejected: number,
+  reasons: Map<string, number>,
+  firstError: string | null,
+  invalidIds: number,
+): string {
+  const parts: string[] = [];
+  if (rejected > 0) {
+    const top = [...reasons.entries()]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, 5)
+      .map(([r, n]) => `${r} (${n})`);
+    let text = `${rejected} ${route.itemWord} rejected`;
+    if (top.length > 0) text += `: ${top.join(', ')}`;
+    if (firstError) text += `; first error: ${firstError}`;
+    parts.push(text);
+  }
+  if (invalidIds > 0) parts.push(`${invalidIds} invalid trace or span ids were stored as null`);
+  return parts.join('; ');
+}
+
+export function registerIngestRoutes(app: FastifyInstance, opts: IngestRouteOptions): void {
+  const { logger, proto } = opts;
+
+  // Bodies are read and decoded by the handlers (streaming decompression with limits, OTLP decoding);
+  // fastify only hands the raw stream over, whatever the content type.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', (_req, _payload, done) => done(null, undefined));
+
+  for (const route of SIGNAL_ROUTES) {
+    app.post(route.path, (request, reply) => handleExport(route, request, reply));
+    app.route({
+      method: ['GET', 'HEAD', 'PUT', 'DELETE', 'PATCH', 'OPTIONS'],
+      url: route.path,
+      exposeHeadRoute: false,
+      handler: (_request, reply) =>
+        sendText(reply.header('allow', 'POST'), 405, `method not allowed: use POST ${route.path}`),
+    });
+  }
+
+  async function handleExport(route: SignalRoute, request: FastifyRequest, reply: FastifyReply) {
+    const format = formatOf(request.headers['content-type']);
+    if (format === null) {
+      return sendText(
+        reply,
+        415,
+        `unsupported content type ${JSON.stringify(request.headers['content-type'] ?? '')}: ` +
+          'send application/json or application/x-protobuf',
+      );
+    }
+    if (format === 'protobuf' && proto === null) {
+      return sendText(
+        reply,
+        415,
+        'protobuf request bodies need the optional package "protobufjs": install it with ' +
+          '`npm install protobufjs` and restart the server, or send application/json',
+      );
+    }
+
+    const headerProject = headerValue(request.headers['x-project-id']);
+    if (headerProject !== undefined && !isValidProjectId(headerProject)) {
+      return sendStatus(
+        reply,
+        400,
+        `invalid X-Project-Id ${JSON.stringify(headerProject)}: use ${PROJECT_ID_RULE}`,
+        format,
+      );
+    }
+
+    let body: Buffer;
+    try {
+      body = await readBody(
+        request.raw,
+        headerValue(request.headers['content-encoding']),
+        opts.bodyLimitBytes,
+      );
+    } catch (err) {
+      if (err instanceof BodyError) {
+        if (err.statusCode === 415) return sendText(reply, 415, err.message);
+        return sendStatus(reply, err.statusCode, err.message, format);
+      }
+      throw err;
+    }
+
+    // An empty body is an empty export request: nothing to store, success.
+    if (body.length === 0) {
+      return reply
+        .code(200)
+        .type(CONTENT_TYPE[format])
+        .send(asBuffer(encodeExportResponse(route.signal, { rejected: 0 }, format)));
+    }
+
+    let mapped: ReturnType<typeof mapRequest>;
+    try {
+      const decoded = decodeRequest(route.signal, body, format, proto);
+      mapped = mapRequest(route.signal, decoded, {
+        headerProjectId: headerProject,
+        defaultProjectId: opts.defaultProjectId,
+      });
+    } catch (err) {
+      if (err instanceof OtlpDecodeError) {
+        return sendStatus(reply, 400, `cannot decode the request: ${err.message}`, format);
+      }
+      request.log.error({ err }, 'decoding an OTLP request failed');
+      return sendStatus(reply, 500, `internal error: ${(err as Error).message}`, format);
+    }
+
+    const work: Promise<[TableName, IngestResult]>[] = [];
+    for (const [table, rows] of Object.entries(mapped.tables) as [TableName, unknown[]][]) {
+      if (rows === undefined || rows.length === 0) continue;
+      work.push(
+        logger
+          .ingestRows(
+            table,
+            rows as never,
+            opts.ingestWaitMs === undefined ? {} : { waitMs: opts.ingestWaitMs },
+          )
+          .then((r) => [table, r] as [TableName, IngestResult]),
+      );
+    }
+    let results: [TableName, IngestResult][];
+    try {
+      results = await Promise.all(work);
+    } catch (err) {
+      request.log.error({ err }, 'ingesting rows failed');
+      return sendStatus(reply, 503, `cannot store the rows: ${(err as Error).message}`, format);
+    }
+
+    // drop_newest refuses rows by design: they count as rejected (not retried); with block, a
+    // queue that stayed full asks the client to retry later.
+    const dropsByPolicy = logger.options.producer_config.drop_policy === 'drop_newest';
+    let rejected = 0;
+    let firstError: string | null = null;
+    const reasons = new Map<string, number>();
+    let retryLater = false;
+    for (const [table, r] of results) {
+      const dropped =
+        r.queueFull && dropsByPolicy && r.firstError !== 'stopped' && r.firstError !== 'not_started';
+      if (r.queueFull && !dropped) retryLater = true;
+      if (!route.itemTables.includes(table)) continue;
+      rejected += r.rejected;
+      firstError ??= r.firstError;
+      for (const [reason, n] of Object.entries(r.reasons))
+        reasons.set(reason, (reasons.get(reason) ?? 0) + n);
+      if (dropped && r.dropped > 0) {
+        rejected += r.dropped;
+        reasons.set('queue_full (drop_newest)', (reasons.get('queue_full (drop_newest)') ?? 0) + r.dropped);
+      }
+    }
+    if (retryLater) {
+      reply.header('retry-after', String(RETRY_AFTER_S));
+      return sendStatus(reply, 503, `the ingest queue is full: retry after ${RETRY_AFTER_S} s`, format);
+    }
+    const message = describeRejections(route, rejected, reasons, firstError, mapped.invalidIds);
+    return reply
+      .code(200)
+      .type(CONTENT_TYPE[format])
+      .send(asBuffer(encodeExportResponse(route.signal, { rejected, message }, format)));
+  }
+}

@@ -1,0 +1,238 @@
+// The OpenAPI 3.1 description of the HTTP endpoints, served at GET /api/openapi.json. Column lists
+// come from the table schemas, so the document cannot drift from what the tables hold.
+
+import { SCHEMAS, type TableName } from '../schema/tables.ts';
+import { SERVICE_VERSION } from './version.ts';
+
+// Mirrors READ_ROUTES in read-api.ts (kept here to avoid an import cycle).
+const READ_PATHS: readonly [string, TableName, string][] = [
+  ['/api/spans', 'spans', 'Spans'],
+  ['/api/span_events', 'span_events', 'Span events'],
+  ['/api/span_links', 'span_links', 'Span links'],
+  ['/api/logs', 'logs', 'Log records'],
+  ['/api/metrics/points', 'metrics_points', 'Gauge and sum data points'],
+  ['/api/metrics/hist', 'metrics_hist', 'Histogram, exponential histogram and summary data points'],
+];
+
+const str = (description: string, extra: object = {}) => ({
+  in: 'query',
+  required: false,
+  description,
+  schema: { type: 'string', ...extra },
+});
+
+function readParameters(table: TableName): object[] {
+  const columns = SCHEMAS[table].columns.map((c) => c.name);
+  const has = (c: string) => columns.includes(c);
+  const params: object[] = [
+    {
+      name: 'date_from',
+      ...str('First UTC day, inclusive (YYYY-MM-DD). Default: the earliest day stored.', { format: 'date' }),
+    },
+    {
+      name: 'date_to',
+      ...str('Last UTC day, inclusive (YYYY-MM-DD). Default: the latest day stored.', { format: 'date' }),
+    },
+    { name: 'project_id', ...str('Only rows of this project.') },
+    { name: 'service_name', ...str('Only rows of this service (equality).') },
+  ];
+  if (table === 'logs') {
+    params.push(
+      {
+        name: 'severity_ge',
+        in: 'query',
+        required: false,
+        description: 'Minimum severity_number (9 INFO, 13 WARN, 17 ERROR).',
+        schema: { type: 'integer', minimum: 0, maximum: 24 },
+      },
+      { name: 'body_like', ...str('Substring the log body must contain.') },
+    );
+  }
+  if (has('trace_id'))
+    params.push({ name: 'trace_id', ...str('32 hex characters.', { pattern: '^[0-9a-fA-F]{32}$' }) });
+  if (has('span_id'))
+    params.push({ name: 'span_id', ...str('16 hex characters.', { pattern: '^[0-9a-fA-F]{16}$' }) });
+  if (has('name')) params.push({ name: 'name', ...str('Span or event name (equality).') });
+  if (has('metric_name')) {
+    params.push(
+      { name: 'metric_name', ...str('Metric name (equality).') },
+      {
+        name: 'metric_type',
+        ...str('Metric type.', {
+          enum:
+            table === 'metrics_points' ? ['gauge', 'sum'] : ['histogram', 'exponential_histogram', 'summary'],
+        }),
+      },
+    );
+  }
+  params.push(
+    {
+      name: 'select',
+      in: 'query',
+      required: false,
+      description: 'Columns to return: a comma-separated list, or the parameter repeated. Default: all.',
+      style: 'form',
+      explode: true,
+      schema: { type: 'array', items: { type: 'string', enum: columns } },
+    },
+    {
+      name: 'limit',
+      in: 'query',
+      required: false,
+      description: 'Most rows returned (the newest by event_ts).',
+      schema: { type: 'integer', minimum: 1, maximum: 10000, default: 100 },
+    },
+    {
+      name: 'storage',
+      ...str('auto: object storage for shipped days, local otherwise; local; s3.', {
+        enum: ['auto', 'local', 's3'],
+        default: 'auto',
+      }),
+    },
+  );
+  return params;
+}
+
+function rowSchema(table: TableName): object {
+  const properties: Record<string, object> = {};
+  for (const c of SCHEMAS[table].columns) {
+    let type: string | string[];
+    let extra: object = {};
+    if (typeof c.type === 'object') {
+      type = 'array';
+      extra = {
+        items: c.type.list === 'long' ? { type: 'string', pattern: '^-?\\d+$' } : { type: 'number' },
+      };
+    } else if (c.type === 'long') {
+      type = 'string';
+      extra = { pattern: '^-?\\d+$', description: 'int64 as a decimal string' };
+    } else if (c.type === 'timestamp') {
+      type = 'string';
+      extra = { format: 'date-time' };
+    } else if (c.type === 'double') {
+      type = ['number', 'string'];
+      extra = { description: 'NaN and ±Infinity as strings' };
+    } else type = c.type;
+    const types = Array.isArray(type) ? type : [type];
+    properties[c.name] = { type: c.required ? type : [...types, 'null'], ...extra };
+  }
+  return { type: 'object', properties };
+}
+
+const errorResponse = {
+  description: 'Invalid parameter (the message names it).',
+  content: {
+    'application/json': {
+      schema: {
+        type: 'object',
+        properties: { error: { type: 'string' }, message: { type: 'string' }, parameter: { type: 'string' } },
+      },
+    },
+  },
+};
+
+function otlpPath(service: string, item: string): object {
+  const request = `Export${service}ServiceRequest`;
+  const response = `Export${service}ServiceResponse`;
+  const status = {
+    description: 'google.rpc.Status in the request encoding',
+    content: { 'application/json': {}, 'application/x-protobuf': {} },
+  };
+  return {
+    post: {
+      summary: `OTLP/HTTP export (${request})`,
+      description:
+        `An OTLP ${request}. Content-Encoding gzip, deflate, br or zstd is accepted; ` +
+        'the body limit applies after decompression. The project is the X-Project-Id header, else the ' +
+        'resource attribute project.id, else the configured default project.',
+      parameters: [
+        {
+          name: 'X-Project-Id',
+          in: 'header',
+          required: false,
+          schema: { type: 'string', pattern: '^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$' },
+        },
+      ],
+      requestBody: {
+        required: true,
+        content: { 'application/json': {}, 'application/x-protobuf': {} },
+      },
+      responses: {
+        '200': {
+          description: `${response}; partial_success.rejected_${item} counts refused items, with a message.`,
+          content: { 'application/json': {}, 'application/x-protobuf': {} },
+        },
+        '400': status,
+        '405': { description: 'Method other than POST.' },
+        '413': status,
+        '415': { description: 'Unsupported Content-Type or Content-Encoding (plain text).' },
+        '503': {
+          description: 'The ingest queue is full; retry after the Retry-After header.',
+          headers: { 'Retry-After': { schema: { type: 'integer' } } },
+          content: status.content,
+        },
+      },
+    },
+  };
+}
+
+function buildDocument(): object {
+  const paths: Record<string, object> = {
+    '/v1/traces': otlpPath('Trace', 'spans'),
+    '/v1/logs': otlpPath('Logs', 'log_records'),
+    '/v1/metrics': otlpPath('Metrics', 'data_points'),
+    '/healthz': {
+      get: {
+        summary: 'Process and pipeline health',
+        responses: {
+          '200': {
+            description: 'status, version, uptime, pid, memory, producer, aggregator and shipper stats',
+            content: { 'application/json': {} },
+          },
+        },
+      },
+    },
+    '/api/openapi.json': {
+      get: { summary: 'This document', responses: { '200': { description: 'OpenAPI 3.1 document' } } },
+    },
+  };
+  const schemas: Record<string, object> = {};
+  for (const [path, table, title] of READ_PATHS) {
+    schemas[table] = rowSchema(table);
+    paths[path] = {
+      get: {
+        summary: `${title}, newest first`,
+        parameters: readParameters(table),
+        responses: {
+          '200': {
+            description: 'Matching rows, newest first by event_ts.',
+            content: {
+              'application/json': {
+                schema: {
+                  type: 'object',
+                  properties: {
+                    rows: { type: 'array', items: { $ref: `#/components/schemas/${table}` } },
+                    count: { type: 'integer' },
+                  },
+                },
+              },
+            },
+          },
+          '400': errorResponse,
+        },
+      },
+    };
+  }
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: 'otelake',
+      version: SERVICE_VERSION,
+      description: 'OTLP/HTTP ingestion into Delta Lake tables, and read endpoints over them.',
+    },
+    paths,
+    components: { schemas },
+  };
+}
+
+export const OPENAPI_DOCUMENT: object = buildDocument();

@@ -1,0 +1,108 @@
+// Runs the server for one instance: opens the logger, listens, and on SIGTERM/SIGINT stops accepting,
+// lets requests in flight finish, flushes the pipeline and exits 0.
+
+import type { FastifyInstance, FastifyServerOptions } from 'fastify';
+import { Logger } from '../index.ts';
+import { closeReadWorkers } from '../read/index.ts';
+import type { PartialOptions } from '../storage/options.ts';
+import { buildServer } from './app.ts';
+import { SERVICE_VERSION } from './version.ts';
+
+export interface RunServerOptions {
+  /** Root directory of instances (the instance lives in `<dir>/<instanceId>`). */
+  dir: string;
+  instanceId: string;
+  /** Bind host; default server_config.host (0.0.0.0). */
+  host?: string;
+  /** Bind port; default server_config.port (4318). 0 picks a free port. */
+  port?: number;
+  options?: PartialOptions;
+  /** Install SIGTERM/SIGINT handlers that shut down gracefully and exit the process. Default true. */
+  handleSignals?: boolean;
+  /** fastify's logger setting. Default: info level to stdout. */
+  log?: FastifyServerOptions['logger'];
+}
+
+export interface RunningServer {
+  app: FastifyInstance;
+  logger: Logger;
+  /** e.g. http://127.0.0.1:4318 */
+  url: string;
+  port: number;
+  /** Stops accepting, waits for requests in flight, then stops the logger with flush 'auto'. */
+  close(): Promise<void>;
+}
+
+export function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || host === '[::1]' || /^127\.\d+\.\d+\.\d+$/.test(host);
+}
+
+export async function runServer(o: RunServerOptions): Promise<RunningServer> {
+  const logger = await Logger.open({
+    instanceId: o.instanceId,
+    instanceDir: o.dir,
+    // The server owns SIGTERM/SIGINT: it stops accepting and finishes requests before the logger stops.
+    handleSignals: false,
+    ...(o.options === undefined ? {} : { options: o.options }),
+  });
+  const host = o.host ?? logger.options.server_config.host;
+  const port = o.port ?? logger.options.server_config.port;
+
+  let app: FastifyInstance;
+  try {
+    app = await buildServer(logger, { log: o.log ?? { level: 'info' } });
+    await app.listen({ host, port });
+  } catch (err) {
+    await logger.stop({ flush: 'auto' });
+    throw err;
+  }
+  const address = app.server.address();
+  const boundPort = typeof address === 'object' && address !== null ? address.port : port;
+  const url = `http://${host.includes(':') ? `[${host}]` : host}:${boundPort}`;
+  app.log.info(
+    `otelake ${SERVICE_VERSION} listening on ${url} (instance ${logger.layout.instanceId} in ${logger.layout.root})`,
+  );
+  if (!isLoopback(host)) {
+    app.log.warn(
+      `listening on ${host}, beyond loopback, without authentication: anyone who can reach port ${boundPort} ` +
+        'can write and read telemetry. Bind to 127.0.0.1 (--host) or put the server behind an authenticating proxy.',
+    );
+  }
+
+  let closing: Promise<void> | null = null;
+  const close = (): Promise<void> => {
+    closing ??= (async () => {
+      try {
+        await app.close();
+      } finally {
+        await logger.stop({ flush: 'auto' });
+        await closeReadWorkers();
+      }
+    })();
+    return closing;
+  };
+
+  if (o.handleSignals !== false) {
+    const onSignal = (signal: NodeJS.Signals): void => {
+      if (closing !== null) {
+        app.log.warn(`${signal} again: exiting without waiting for the flush`);
+        process.exit(1);
+      }
+      app.log.info(`${signal}: stopping; finishing requests in flight and flushing the pipeline`);
+      close().then(
+        () => {
+          app.log.info('stopped cleanly');
+          process.exit(0);
+        },
+        (err: unknown) => {
+          app.log.error({ err }, 'shutdown failed');
+          process.exit(1);
+        },
+      );
+    };
+    process.on('SIGTERM', onSignal);
+    process.on('SIGINT', onSignal);
+  }
+
+  return { app, logger, url, port: boundPort, close };
+}
