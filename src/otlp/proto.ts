@@ -35,6 +35,20 @@ const REQUEST_TYPES: Readonly<Record<Signal, string>> = {
 // src/otlp/ and dist/otlp/ are both two levels below the package root.
 const PROTO_DIR = fileURLToPath(new URL('../../proto/', import.meta.url));
 
+/**
+ * protobufjs puts the zero value of every oneof member on the message prototype (asDouble = 0,
+ * stringValue = ''), which hides which member was sent; null there makes "not sent" visible.
+ */
+function clearOneofDefaults(pb: typeof Protobuf, ns: Protobuf.NamespaceBase): void {
+  for (const nested of ns.nestedArray) {
+    if (nested instanceof pb.Type) {
+      const proto = nested.ctor.prototype as Record<string, unknown>;
+      for (const oneof of nested.oneofsArray) for (const field of oneof.fieldsArray) proto[field.name] = null;
+    }
+    if (nested instanceof pb.Type || nested instanceof pb.Namespace) clearOneofDefaults(pb, nested);
+  }
+}
+
 let loading: Promise<ProtoCodec | null> | undefined;
 
 /** The protobuf codec, or null when protobufjs is not installed. Loaded once. */
@@ -57,6 +71,7 @@ async function load(): Promise<ProtoCodec | null> {
   root.resolvePath = (_origin, target) => PROTO_DIR + target;
   await root.load(PROTO_FILES, { keepCase: false });
   root.resolveAll();
+  clearOneofDefaults(pb, root);
   const types = {
     traces: root.lookupType(REQUEST_TYPES.traces),
     logs: root.lookupType(REQUEST_TYPES.logs),

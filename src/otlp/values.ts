@@ -208,7 +208,8 @@ export function id(v: unknown, byteLength: 16 | 8, field: string, st: MapState):
     if (v.length === 0) return null;
     return bytesId(v, byteLength, st);
   }
-  if (v === undefined || v === null) return null;
+  // protobufjs' default for an absent bytes field is an empty array.
+  if (v === undefined || v === null || (Array.isArray(v) && v.length === 0)) return null;
   return fail(field, 'a hex string', v);
 }
 

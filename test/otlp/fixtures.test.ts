@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
-import { decodeRequest, type Mapped, mapRequest, type Signal } from '../../src/otlp/index.ts';
+import { decodeRequest, loadProtobuf, type Mapped, mapRequest, type Signal } from '../../src/otlp/index.ts';
+import { jsonToProtobuf, mapProtobuf } from './helpers.ts';
 
 const fixture = (name: string) => readFileSync(new URL(`../fixtures/otlp/${name}.json`, import.meta.url));
 
@@ -88,4 +89,83 @@ test('events.json: event name and a kvlist body as JSON', () => {
     referrer: 'https://wwww.google.com',
     title: 'Free Online GUID Generator',
   });
+});
+
+test('metrics.json: sum, gauge, histogram and exponential histogram', () => {
+  const m = mapJson('metrics', 'metrics');
+  assert.equal(m.items, 4);
+  const [sum, gauge] = m.tables.metrics_points!;
+  const [hist, exp] = m.tables.metrics_hist!;
+  for (const row of [sum!, gauge!, hist!, exp!]) {
+    assertScope(row);
+    assert.equal(row.time_unix_nano, 1544712660300000000n);
+    assert.equal(row.event_ts, 1544712660300000n);
+    assert.equal(row.unit, '1');
+    assert.equal(row.metric_metadata, '{}');
+    assert.equal(row.exemplars, null);
+    assert.equal(row.flags, 0n);
+  }
+  assert.equal(sum!.metric_name, 'my.counter');
+  assert.equal(sum!.description, 'I am a Counter');
+  assert.equal(sum!.metric_type, 'sum');
+  assert.equal(sum!.aggregation_temporality, 1);
+  assert.equal(sum!.is_monotonic, true);
+  assert.equal(sum!.value_double, 5);
+  assert.equal(sum!.value_int, null);
+  assert.equal(sum!.start_time_unix_nano, 1544712660300000000n);
+  assert.equal(sum!.attributes, '{"my.counter.attr":"some value"}');
+
+  assert.equal(gauge!.metric_name, 'my.gauge');
+  assert.equal(gauge!.metric_type, 'gauge');
+  assert.equal(gauge!.aggregation_temporality, null);
+  assert.equal(gauge!.is_monotonic, null);
+  assert.equal(gauge!.value_double, 10);
+  assert.equal(gauge!.start_time_unix_nano, 0n);
+  assert.equal(gauge!.attributes, '{"my.gauge.attr":"some value"}');
+
+  assert.equal(hist!.metric_name, 'my.histogram');
+  assert.equal(hist!.metric_type, 'histogram');
+  assert.equal(hist!.aggregation_temporality, 1);
+  assert.equal(hist!.count, 2n);
+  assert.equal(hist!.sum, 2);
+  assert.equal(hist!.min, 0);
+  assert.equal(hist!.max, 2);
+  assert.deepEqual(hist!.bucket_counts, [1n, 1n]);
+  assert.deepEqual(hist!.explicit_bounds, [1]);
+  assert.equal(hist!.scale, null);
+  assert.equal(hist!.quantiles, null);
+  assert.equal(hist!.attributes, '{"my.histogram.attr":"some value"}');
+
+  assert.equal(exp!.metric_name, 'my.exponential.histogram');
+  assert.equal(exp!.metric_type, 'exponential_histogram');
+  assert.equal(exp!.count, 3n);
+  assert.equal(exp!.sum, 10);
+  assert.equal(exp!.min, 0);
+  assert.equal(exp!.max, 5);
+  assert.equal(exp!.scale, 0);
+  assert.equal(exp!.zero_count, 1n);
+  assert.equal(exp!.zero_threshold, 0);
+  assert.equal(exp!.positive_offset, 1);
+  assert.deepEqual(exp!.positive_bucket_counts, [0n, 2n]);
+  assert.equal(exp!.negative_offset, null);
+  assert.equal(exp!.negative_bucket_counts, null);
+  assert.equal(exp!.bucket_counts, null);
+  assert.equal(exp!.explicit_bounds, null);
+});
+
+test('every fixture round-tripped through protobuf maps to identical rows', async () => {
+  const codec = await loadProtobuf();
+  assert.ok(codec, 'protobufjs is installed as an optional dependency');
+  const cases: [Signal, string][] = [
+    ['traces', 'trace'],
+    ['logs', 'logs'],
+    ['logs', 'events'],
+    ['metrics', 'metrics'],
+  ];
+  for (const [signal, name] of cases) {
+    const fromJson = mapJson(signal, name);
+    const bytes = jsonToProtobuf(signal, JSON.parse(fixture(name).toString()), codec);
+    const fromProto = mapProtobuf(signal, bytes, codec);
+    assert.deepEqual(fromProto, fromJson, name);
+  }
 });
