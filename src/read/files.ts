@@ -4,10 +4,13 @@
 
 import { readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
+import { LOG_DIR } from '../delta/actions.ts';
+import { compareCodePoints, type FileStats } from '../delta/stats.ts';
+import { DeltaTable } from '../delta/table.ts';
 import { readDayPhases } from '../storage/days-index.ts';
 import type { InstanceLayout } from '../storage/layout.ts';
 import { validateDay } from '../storage/layout.ts';
-import type { NormalizedQuery } from './filters.ts';
+import type { NormalizedQuery, RowFilter } from './filters.ts';
 import { describeMissingS3, missingS3Settings } from './s3-env.ts';
 
 /** One live Parquet file of a table. */
@@ -124,25 +127,70 @@ export async function resolveDays(layout: InstanceLayout, q: NormalizedQuery): P
   return out;
 }
 
-/** Live files of a local table folder; a folder without a table (yet) has none. */
-export async function listTableFiles(dir: string): Promise<FileEntry[]> {
-  let names: string[];
+const COMMIT_OR_CHECKPOINT = /^\d{20}\.(json|checkpoint\.parquet)$/;
+
+/** Does the folder hold a committed Delta table (a writer may be creating it right now)? */
+async function hasCommits(dir: string): Promise<boolean> {
   try {
-    names = await readdir(dir);
+    return (await readdir(join(dir, LOG_DIR))).some((n) => COMMIT_OR_CHECKPOINT.test(n));
+  } catch {
+    return false;
+  }
+}
+
+/** Could a file with these statistics hold a row passing every filter? Unknown = yes. */
+export function mayMatch(stats: FileStats | null, filters: readonly RowFilter[]): boolean {
+  if (stats === null) return true;
+  for (const f of filters) {
+    const nulls = stats.nullCount[f.column];
+    if (nulls !== undefined && nulls === stats.numRecords) return false; // all null: no filter passes
+    const min = stats.minValues[f.column];
+    const max = stats.maxValues[f.column];
+    if (f.op === 'ge' && typeof f.value === 'number' && typeof max === 'number' && max < f.value)
+      return false;
+    if (f.op === 'eq' && typeof f.value === 'string') {
+      if (typeof min === 'string' && compareCodePoints(f.value, min) < 0) return false;
+      if (typeof max === 'string' && compareCodePoints(f.value, max) > 0) return false;
+    }
+  }
+  return true;
+}
+
+function boundOf(v: unknown): bigint | null {
+  return typeof v === 'bigint' ? v : null;
+}
+
+/**
+ * Live files of a day's table, opened fresh from its Delta log (never waiting for a writer of
+ * this process), minus the files whose statistics rule out every filter. A folder without a
+ * committed table (not created yet) has no files.
+ */
+export async function listTableFiles(dir: string, filters: readonly RowFilter[] = []): Promise<FileEntry[]> {
+  let table: DeltaTable;
+  try {
+    table = await DeltaTable.open(dir);
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
+    if (!(await hasCommits(dir))) return [];
     throw err;
   }
-  return names
-    .filter((n) => n.endsWith('.parquet') && !n.startsWith('.') && !n.startsWith('_'))
-    .sort()
-    .map((n) => ({ path: join(dir, n), numRecords: null, minTs: null, maxTs: null }));
+  const paths = table.liveFilePaths();
+  const out: FileEntry[] = [];
+  table.files.forEach((f, i) => {
+    if (!mayMatch(f.stats, filters)) return;
+    out.push({
+      path: paths[i]!,
+      numRecords: f.numRecords >= 0 ? f.numRecords : null,
+      minTs: boundOf(f.stats?.minValues['event_ts']),
+      maxTs: boundOf(f.stats?.maxValues['event_ts']),
+    });
+  });
+  return out;
 }
 
 /** Every live file the query may need, over all days of its range. */
 export async function resolveFiles(layout: InstanceLayout, q: NormalizedQuery): Promise<FileEntry[]> {
   const days = await resolveDays(layout, q);
-  const perDay = await Promise.all(days.map((d) => listTableFiles(d.dir!)));
+  const perDay = await Promise.all(days.map((d) => listTableFiles(d.dir!, q.filters)));
   return perDay.flat();
 }
 

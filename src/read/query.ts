@@ -46,7 +46,7 @@ export async function closeReadWorkers(): Promise<void> {
 /** A file listed as live was removed (vacuumed, compacted, day cleaned) before it was scanned. */
 function isVanishedFile(err: unknown): boolean {
   const message = err instanceof Error ? err.message : String(err);
-  return /No such file or directory|os error 2\b|ENOENT|not found/i.test(message);
+  return /No such file or directory|os error 2\b|ENOENT|not found|missing commit/i.test(message);
 }
 
 async function runInWorker(q: NormalizedQuery, files: FileEntry[]): Promise<Row[]> {
@@ -96,9 +96,9 @@ export async function readTable(
     return buildLazy(q, files);
   }
 
-  const files = await resolveFiles(layout, q);
+  // A file vacuumed or compacted away between listing and scanning: list again, once.
   try {
-    return await runInWorker(q, files);
+    return await runInWorker(q, await resolveFiles(layout, q));
   } catch (err) {
     if (!isVanishedFile(err)) throw err;
     return runInWorker(q, await resolveFiles(layout, q));

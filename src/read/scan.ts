@@ -53,7 +53,8 @@ export function scanFiles(table: TableName, paths: readonly string[]): LazyDataF
 }
 
 export function emptyFrame(table: TableName): DataFrame {
-  return pl.DataFrame(SCHEMAS[table].columns.map((c) => pl.Series(c.name, [], polarsType(c.type))));
+  // Series(name, [], List(...)) throws: build untyped empty series and cast them.
+  return pl.DataFrame(SCHEMAS[table].columns.map((c) => pl.Series(c.name, []).cast(polarsType(c.type))));
 }
 
 function filterExpr(table: TableName, f: RowFilter): Expr {

@@ -6,11 +6,14 @@ import { missingS3Settings } from '../../src/read/s3-env.ts';
 import { SCHEMAS, type TableName } from '../../src/schema/tables.ts';
 
 function rejects(table: TableName, q: unknown, message: RegExp): void {
-  assert.throws(() => validateQuery(table, q as ReadQuery), (err: unknown) => {
-    assert.ok(err instanceof TypeError, `expected a TypeError, got ${err}`);
-    assert.match(err.message, message);
-    return true;
-  });
+  assert.throws(
+    () => validateQuery(table, q as ReadQuery),
+    (err: unknown) => {
+      assert.ok(err instanceof TypeError, `expected a TypeError, got ${err}`);
+      assert.match(err.message, message);
+      return true;
+    },
+  );
 }
 
 describe('validateQuery', () => {
@@ -55,7 +58,14 @@ describe('validateQuery', () => {
   });
 
   test('filters of each table', () => {
-    assert.deepEqual(filtersOf('logs'), ['projectId', 'serviceName', 'severityGe', 'bodyLike', 'traceId', 'spanId']);
+    assert.deepEqual(filtersOf('logs'), [
+      'projectId',
+      'serviceName',
+      'severityGe',
+      'bodyLike',
+      'traceId',
+      'spanId',
+    ]);
     assert.deepEqual(filtersOf('spans'), ['projectId', 'serviceName', 'traceId', 'spanId', 'name']);
     assert.deepEqual(filtersOf('span_events'), ['projectId', 'serviceName', 'traceId', 'spanId', 'name']);
     assert.deepEqual(filtersOf('span_links'), ['projectId', 'serviceName', 'traceId', 'spanId']);
@@ -64,18 +74,30 @@ describe('validateQuery', () => {
   });
 
   test('malformed days', () => {
-    rejects('logs', { dateFrom: '2026-3-01' }, /invalid dateFrom "2026-3-01": expected a UTC day as YYYY-MM-DD/);
+    rejects(
+      'logs',
+      { dateFrom: '2026-3-01' },
+      /invalid dateFrom "2026-3-01": expected a UTC day as YYYY-MM-DD/,
+    );
     rejects('logs', { dateTo: '2026-02-30' }, /invalid dateTo "2026-02-30"/);
     rejects('logs', { dateTo: 20260301 }, /invalid dateTo 20260301/);
     rejects('logs', { dateFrom: '../etc' }, /invalid dateFrom/);
   });
 
   test('dateFrom after dateTo', () => {
-    rejects('logs', { dateFrom: '2026-03-02', dateTo: '2026-03-01' }, /dateFrom 2026-03-02: it is after dateTo 2026-03-01/);
+    rejects(
+      'logs',
+      { dateFrom: '2026-03-02', dateTo: '2026-03-01' },
+      /dateFrom 2026-03-02: it is after dateTo 2026-03-01/,
+    );
   });
 
   test('unknown select columns list the valid ones', () => {
-    rejects('logs', { select: ['body', 'nope'] }, /invalid select: unknown column "nope" for table logs; valid columns: project_id, event_ts,.* body,/);
+    rejects(
+      'logs',
+      { select: ['body', 'nope'] },
+      /invalid select: unknown column "nope" for table logs; valid columns: project_id, event_ts,.* body,/,
+    );
     rejects('spans', { select: ['a', 'b'] }, /unknown columns "a", "b" for table spans/);
     rejects('logs', { select: [] }, /invalid select \[\]: expected a non-empty list/);
     rejects('logs', { select: 'body' }, /invalid select "body"/);
@@ -87,7 +109,11 @@ describe('validateQuery', () => {
   });
 
   test('filters not valid for the table name the filter and the valid ones', () => {
-    rejects('spans', { severityGe: 9 }, /severityGe is not a filter of table spans: filters of spans are projectId, serviceName, traceId, spanId, name/);
+    rejects(
+      'spans',
+      { severityGe: 9 },
+      /severityGe is not a filter of table spans: filters of spans are projectId, serviceName, traceId, spanId, name/,
+    );
     rejects('spans', { bodyLike: 'x' }, /bodyLike is not a filter of table spans/);
     rejects('span_links', { name: 'x' }, /name is not a filter of table span_links/);
     rejects('logs', { metricName: 'cpu' }, /metricName is not a filter of table logs/);
@@ -108,7 +134,11 @@ describe('validateQuery', () => {
   test('ids and strings', () => {
     rejects('logs', { traceId: 'abc' }, /invalid traceId "abc": expected 32 hexadecimal characters/);
     rejects('logs', { traceId: 'g'.repeat(32) }, /invalid traceId/);
-    rejects('spans', { spanId: '0'.repeat(15) }, /invalid spanId "0{15}": expected 16 hexadecimal characters/);
+    rejects(
+      'spans',
+      { spanId: '0'.repeat(15) },
+      /invalid spanId "0{15}": expected 16 hexadecimal characters/,
+    );
     rejects('logs', { projectId: 5 }, /invalid projectId 5: expected a string/);
     rejects('logs', { serviceName: ['a'] }, /invalid serviceName \["a"\]: expected a string/);
     rejects('logs', { bodyLike: {} }, /invalid bodyLike \{\}: expected a string/);
@@ -118,7 +148,11 @@ describe('validateQuery', () => {
   });
 
   test('unknown parameters, tables and query shapes', () => {
-    rejects('logs', { projectID: 'x' }, /unknown query parameter "projectID": one of dateFrom, dateTo, select, maxRows, storage, projectId,/);
+    rejects(
+      'logs',
+      { projectID: 'x' },
+      /unknown query parameter "projectID": one of dateFrom, dateTo, select, maxRows, storage, projectId,/,
+    );
     rejects('traces' as TableName, {}, /invalid table "traces": one of spans, span_events/);
     rejects('logs', 'x', /invalid query: expected an object/);
     rejects('logs', [], /invalid query: expected an object/);
@@ -165,7 +199,13 @@ describe('pruneForNewest', () => {
 
 describe('missingS3Settings', () => {
   test('names what is missing; the region may be empty; aliases count', () => {
-    assert.deepEqual(missingS3Settings({}), ['bucket', 'accessKeyId', 'secretAccessKey', 'region', 'endpointUrl']);
+    assert.deepEqual(missingS3Settings({}), [
+      'bucket',
+      'accessKeyId',
+      'secretAccessKey',
+      'region',
+      'endpointUrl',
+    ]);
     assert.deepEqual(
       missingS3Settings({
         S3_BUCKET: 'b',
