@@ -354,7 +354,8 @@ export class DeltaTable {
             format: { provider: 'parquet', options: {} },
             schemaString,
             partitionColumns: [],
-            configuration: {},
+            // Stats cover every column; without this readers use only the first 32 columns' stats.
+            configuration: { 'delta.dataSkippingNumIndexedCols': '-1' },
             createdTime: now,
           },
         },
