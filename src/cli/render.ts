@@ -3,7 +3,8 @@
 
 import Table from 'cli-table3';
 
-const PLAIN = { head: [] as string[], border: [] as string[] };
+// No colours (output is often piped) and no rule between rows: denser, still aligned.
+const PLAIN = { head: [] as string[], border: [] as string[], compact: true };
 const ELLIPSIS = '…';
 /** A column narrower than this is unreadable: switch to one panel per row instead. */
 const MIN_COLUMN = 6;

@@ -73,19 +73,17 @@ export function renderHealth(health: Json, url: string, now = Date.now(), width 
 
   const server: [string, string][] = [];
   const proc = isObject(health.process) ? (health.process as Json) : health;
-  const instance = health.instance ?? health.instance_id;
-  if (instance !== undefined)
-    server.push([
-      'instance',
-      isObject(instance) ? String(instance.id ?? JSON.stringify(instance)) : String(instance),
-    ]);
+  const instance = health.instance_id ?? health.instance;
+  if (instance !== undefined) server.push(['instance', String(instance)]);
   if (proc.pid !== undefined) server.push(['pid', String(proc.pid)]);
   const uptime = proc.uptime_s ?? proc.uptime;
   if (typeof uptime === 'number') server.push(['uptime', duration(uptime)]);
   const mem = isObject(proc.memory) ? (proc.memory as Json) : proc;
   const rss = mem.rss_bytes ?? mem.rss;
   if (rss !== undefined) server.push(['memory (rss)', bytes(rss)]);
-  if (proc.node !== undefined) server.push(['node', String(proc.node)]);
+  if (typeof health.protobuf === 'boolean') {
+    server.push(['protobuf bodies', health.protobuf ? 'accepted' : 'not available (JSON only)']);
+  }
   if (server.length > 0) out.push(panel('server', server, width));
 
   const p = group(health, 'producer');

@@ -1,0 +1,114 @@
+// `otelake start --foreground` (in this terminal, until Ctrl+C) and `--foreground --reload` (a
+// supervisor restarting the server when the code changes), spawned as a user would.
+
+import assert from 'node:assert/strict';
+import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
+import { readFile, stat, utimes } from 'node:fs/promises';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { alive, freePort, killQuietly, LAUNCHER, tempDir, waitFor } from './helpers.ts';
+
+function startForeground(
+  args: string[],
+  cwd: string,
+): { child: ChildProcessWithoutNullStreams; output: () => string } {
+  const child = spawn(process.execPath, [LAUNCHER, 'start', '--foreground', ...args], { cwd });
+  let text = '';
+  child.stdout.setEncoding('utf8').on('data', (d: string) => {
+    text += d;
+  });
+  child.stderr.setEncoding('utf8').on('data', (d: string) => {
+    text += d;
+  });
+  return { child, output: () => text };
+}
+
+async function healthPid(port: number): Promise<number | null> {
+  try {
+    const res = await fetch(`http://127.0.0.1:${port}/healthz`);
+    return ((await res.json()) as { pid: number }).pid;
+  } catch {
+    return null;
+  }
+}
+
+const exited = (child: ChildProcessWithoutNullStreams) =>
+  new Promise<number | null>((done) => {
+    if (child.exitCode !== null) done(child.exitCode);
+    else child.once('exit', (code) => done(code));
+  });
+
+describe('start --foreground', () => {
+  let dir: { path: string; remove: () => Promise<void> };
+  const children: ChildProcessWithoutNullStreams[] = [];
+  const pids: number[] = [];
+  before(async () => {
+    dir = await tempDir('fg');
+  });
+  after(async () => {
+    for (const c of children) killQuietly(c);
+    for (const p of pids) killQuietly(p);
+    await dir.remove();
+  });
+
+  test('serves in this terminal, holds the pidfile, and stops cleanly on Ctrl+C (SIGINT)', async () => {
+    const port = await freePort();
+    const fg = startForeground(['-H', '127.0.0.1', '-P', String(port)], dir.path);
+    children.push(fg.child);
+    await waitFor('the server to answer', async () => (await healthPid(port)) !== null);
+    assert.equal(await healthPid(port), fg.child.pid);
+    const pidFile = join(dir.path, 'svc_data', 'default', 'otelake.pid');
+    assert.equal(Number((await readFile(pidFile, 'utf8')).trim()), fg.child.pid);
+    assert.match(fg.output(), new RegExp(`listening on http://127\\.0\\.0\\.1:${port}`));
+
+    fg.child.kill('SIGINT');
+    assert.equal(await exited(fg.child), 0, fg.output());
+    assert.match(fg.output(), /stopped cleanly/);
+    await assert.rejects(stat(pidFile), { code: 'ENOENT' });
+  });
+
+  test('a port in use is reported clearly and leaves no pidfile', async (t) => {
+    const { createServer } = await import('node:net');
+    const blocker = createServer();
+    await new Promise<void>((ok) => blocker.listen(0, '127.0.0.1', ok));
+    t.after(() => blocker.close());
+    const port = (blocker.address() as { port: number }).port;
+    const fg = startForeground(['-I', 'busy', '-H', '127.0.0.1', '-P', String(port)], dir.path);
+    children.push(fg.child);
+    assert.equal(await exited(fg.child), 1);
+    assert.match(fg.output(), new RegExp(`port ${port} on 127\\.0\\.0\\.1 is already in use`));
+    assert.doesNotMatch(fg.output(), /\n\s+at /);
+    await assert.rejects(stat(join(dir.path, 'svc_data', 'busy', 'otelake.pid')), { code: 'ENOENT' });
+  });
+
+  test('--reload restarts the server when a source file changes; SIGTERM stops both', async () => {
+    const port = await freePort();
+    const sup = startForeground(['-R', '-I', 'reload', '-H', '127.0.0.1', '-P', String(port)], dir.path);
+    children.push(sup.child);
+    await waitFor('the server to answer', async () => (await healthPid(port)) !== null);
+    const first = (await healthPid(port))!;
+    pids.push(first);
+    assert.notEqual(first, sup.child.pid, 'the server runs in a child of the supervisor');
+    const pidFile = join(dir.path, 'svc_data', 'reload', 'otelake.pid');
+    assert.equal(Number((await readFile(pidFile, 'utf8')).trim()), sup.child.pid);
+
+    // Touch a source file (its content is unchanged) as an editor saving it would.
+    const source = fileURLToPath(new URL('../../src/cli/errors.ts', import.meta.url));
+    const now = new Date();
+    await utimes(source, now, now);
+    let second: number | null = null;
+    await waitFor('a restarted server', async () => {
+      second = await healthPid(port);
+      return second !== null && second !== first;
+    });
+    pids.push(second!);
+    assert.equal(alive(first), false, 'the old server exited before the new one started');
+    assert.match(sup.output(), /\[reload\] cli\/errors\.ts changed; restarting the server/);
+
+    sup.child.kill('SIGTERM');
+    assert.equal(await exited(sup.child), 0, sup.output());
+    await waitFor('the server child to exit', () => !alive(second!));
+    await assert.rejects(stat(pidFile), { code: 'ENOENT' });
+  });
+});
