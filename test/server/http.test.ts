@@ -1,0 +1,685 @@
+// The OTLP/HTTP server over the real pipeline: fixtures in, rows out through /api; every kind of
+// bad input answered as OTLP says while the server keeps serving; project ids; backpressure;
+// /healthz; read parameters; the OpenAPI document.
+
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { after, before, describe, test } from 'node:test';
+import * as zlib from 'node:zlib';
+import { closeReadWorkers } from '../../src/read/index.ts';
+import {
+  decodeStatusProto,
+  getJson,
+  type Json,
+  post,
+  readUntil,
+  startServer,
+  type TestServer,
+  waitWritten,
+} from './helpers/harness.ts';
+
+const fixture = (name: string): Buffer =>
+  readFileSync(new URL(`../fixtures/otlp/${name}.json`, import.meta.url));
+const JSON_CT = { 'content-type': 'application/json' };
+const attrs = (row: Record<string, unknown>, column = 'attributes') => JSON.parse(row[column] as string);
+
+after(() => closeReadWorkers());
+
+describe('OTLP fixtures in, rows out through /api', () => {
+  let s: TestServer;
+  before(async () => {
+    s = await startServer();
+  });
+  after(() => s.close());
+
+  test('each fixture is accepted (gzip, deflate, zstd and plain) and read back field by field', async () => {
+    const zstd = (zlib as unknown as { zstdCompressSync: (b: Buffer) => Buffer }).zstdCompressSync;
+    const sends: [string, Buffer, Record<string, string>][] = [
+      ['traces', zlib.gzipSync(fixture('trace')), { 'content-encoding': 'gzip', 'x-project-id': 'fx-trace' }],
+      ['logs', fixture('logs'), { 'x-project-id': 'fx-logs' }],
+      [
+        'metrics',
+        zlib.deflateSync(fixture('metrics')),
+        { 'content-encoding': 'deflate', 'x-project-id': 'fx-metrics' },
+      ],
+      ['logs', zstd(fixture('events')), { 'content-encoding': 'zstd', 'x-project-id': 'fx-events' }],
+    ];
+    for (const [signal, body, headers] of sends) {
+      const res = await post(`${s.url}/v1/${signal}`, body, { ...JSON_CT, ...headers });
+      assert.equal(res.status, 200, res.text);
+      assert.equal(res.headers.get('content-type'), 'application/json');
+      assert.deepEqual(JSON.parse(res.text), {});
+    }
+    await waitWritten(s.url, 7);
+
+    const resource = { 'service.name': 'my.service' };
+    const scope = { 'my.scope.attribute': 'some scope attribute' };
+    const common = (row: Record<string, unknown>, project: string) => {
+      assert.equal(row['project_id'], project);
+      assert.equal(row['service_name'], 'my.service');
+      assert.deepEqual(attrs(row, 'resource_attributes'), resource);
+      assert.equal(row['scope_name'], 'my.library');
+      assert.equal(row['scope_version'], '1.0.0');
+      assert.deepEqual(attrs(row, 'scope_attributes'), scope);
+    };
+
+    const { body: spans } = await getJson(`${s.url}/api/spans?project_id=fx-trace`);
+    assert.equal(spans.count, 1);
+    const span = spans.rows[0];
+    common(span, 'fx-trace');
+    assert.equal(span.trace_id, '5b8efff798038103d269b633813fc60c');
+    assert.equal(span.span_id, 'eee19b7ec3c1b174');
+    assert.equal(span.parent_span_id, 'eee19b7ec3c1b173');
+    assert.equal(span.name, "I'm a server span");
+    assert.equal(span.kind, 2);
+    assert.equal(span.start_time_unix_nano, '1544712660000000000');
+    assert.equal(span.end_time_unix_nano, '1544712661000000000');
+    assert.equal(span.duration_ns, '1000000000');
+    assert.equal(span.event_ts, '2018-12-13T14:51:00.000000Z');
+    assert.deepEqual(attrs(span), { 'my.span.attr': 'some value' });
+    assert.equal(span.events_count, 0);
+    assert.equal(span.links_count, 0);
+
+    const { body: logs } = await getJson(`${s.url}/api/logs?project_id=fx-logs`);
+    assert.equal(logs.count, 1);
+    const log = logs.rows[0];
+    common(log, 'fx-logs');
+    assert.equal(log.time_unix_nano, '1544712660300000000');
+    assert.equal(log.observed_time_unix_nano, '1544712660300000000');
+    assert.equal(log.event_ts, '2018-12-13T14:51:00.300000Z');
+    assert.equal(log.severity_number, 10);
+    assert.equal(log.severity_text, 'Information');
+    assert.equal(log.body, 'Example log record');
+    assert.equal(log.trace_id, '5b8efff798038103d269b633813fc60c');
+    assert.equal(log.span_id, 'eee19b7ec3c1b174');
+    assert.deepEqual(attrs(log), {
+      'string.attribute': 'some string',
+      'boolean.attribute': true,
+      'int.attribute': 10,
+      'double.attribute': 637.704,
+      'array.attribute': ['many', 'values'],
+      'map.attribute': { 'some.map.key': 'some value' },
+    });
+
+    const { body: events } = await getJson(`${s.url}/api/logs?project_id=fx-events`);
+    assert.equal(events.count, 1);
+    const ev = events.rows[0];
+    common(ev, 'fx-events');
+    assert.equal(ev.event_name, 'browser.page_view');
+    assert.equal(ev.severity_number, 9);
+    assert.equal(ev.severity_text, 'test severity text');
+    assert.deepEqual(JSON.parse(ev.body), {
+      type: 0,
+      url: 'https://www.guidgenerator.com/online-guid-generator.aspx',
+      referrer: 'https://wwww.google.com',
+      title: 'Free Online GUID Generator',
+    });
+    assert.deepEqual(attrs(ev), { 'event.attribute': 'some event attribute' });
+    assert.equal(ev.trace_id, null);
+
+    const { body: points } = await getJson(`${s.url}/api/metrics/points?project_id=fx-metrics`);
+    assert.equal(points.count, 2);
+    const byName = new Map<string, Json>(points.rows.map((r: Json) => [r.metric_name, r]));
+    const counter = byName.get('my.counter');
+    common(counter, 'fx-metrics');
+    assert.equal(counter.metric_type, 'sum');
+    assert.equal(counter.description, 'I am a Counter');
+    assert.equal(counter.unit, '1');
+    assert.equal(counter.aggregation_temporality, 1);
+    assert.equal(counter.is_monotonic, true);
+    assert.equal(counter.value_double, 5);
+    assert.equal(counter.value_int, null);
+    assert.equal(counter.start_time_unix_nano, '1544712660300000000');
+    assert.equal(counter.time_unix_nano, '1544712660300000000');
+    assert.deepEqual(attrs(counter), { 'my.counter.attr': 'some value' });
+    const gauge = byName.get('my.gauge');
+    assert.equal(gauge.metric_type, 'gauge');
+    assert.equal(gauge.value_double, 10);
+    assert.equal(gauge.time_unix_nano, '1544712660300000000');
+    assert.deepEqual(attrs(gauge), { 'my.gauge.attr': 'some value' });
+
+    const { body: hist } = await getJson(`${s.url}/api/metrics/hist?project_id=fx-metrics`);
+    assert.equal(hist.count, 2);
+    const h = hist.rows.find((r: Json) => r.metric_type === 'histogram');
+    common(h, 'fx-metrics');
+    assert.equal(h.metric_name, 'my.histogram');
+    assert.equal(h.count, '2');
+    assert.equal(h.sum, 2);
+    assert.equal(h.min, 0);
+    assert.equal(h.max, 2);
+    assert.deepEqual(h.bucket_counts, ['1', '1']);
+    assert.deepEqual(h.explicit_bounds, [1]);
+    assert.deepEqual(attrs(h), { 'my.histogram.attr': 'some value' });
+    const e = hist.rows.find((r: Json) => r.metric_type === 'exponential_histogram');
+    assert.equal(e.metric_name, 'my.exponential.histogram');
+    assert.equal(e.count, '3');
+    assert.equal(e.sum, 10);
+    assert.equal(e.scale, 0);
+    assert.equal(e.zero_count, '1');
+    assert.equal(e.zero_threshold, 0);
+    assert.equal(e.positive_offset, 1);
+    assert.deepEqual(e.positive_bucket_counts, ['0', '2']);
+    assert.equal(e.min, 0);
+    assert.equal(e.max, 5);
+  });
+
+  test('span events and links land in their tables, tied to their span', async () => {
+    const body = {
+      resourceSpans: [
+        {
+          resource: { attributes: [{ key: 'service.name', value: { stringValue: 'checkout' } }] },
+          scopeSpans: [
+            {
+              spans: [
+                {
+                  traceId: '0af7651916cd43dd8448eb211c80319c',
+                  spanId: 'b7ad6b7169203331',
+                  name: 'charge',
+                  startTimeUnixNano: '1700000000000000000',
+                  endTimeUnixNano: '1700000000500000000',
+                  events: [
+                    {
+                      timeUnixNano: '1700000000100000000',
+                      name: 'retry',
+                      attributes: [{ key: 'attempt', value: { intValue: '2' } }],
+                    },
+                  ],
+                  links: [
+                    {
+                      traceId: '11111111111111111111111111111111',
+                      spanId: '2222222222222222',
+                      attributes: [{ key: 'why', value: { stringValue: 'batch' } }],
+                    },
+                  ],
+                  status: { code: 2, message: 'card declined' },
+                },
+              ],
+            },
+          ],
+        },
+      ],
+    };
+    const res = await post(`${s.url}/v1/traces`, JSON.stringify(body), {
+      ...JSON_CT,
+      'x-project-id': 'ev-links',
+    });
+    assert.equal(res.status, 200, res.text);
+    const [span] = await readUntil(`${s.url}/api/spans?project_id=ev-links`, 1);
+    assert.equal(span.status_code, 2);
+    assert.equal(span.status_message, 'card declined');
+    assert.equal(span.events_count, 1);
+    assert.equal(span.links_count, 1);
+    const [event] = await readUntil(`${s.url}/api/span_events?project_id=ev-links`, 1);
+    assert.equal(event.trace_id, '0af7651916cd43dd8448eb211c80319c');
+    assert.equal(event.span_id, 'b7ad6b7169203331');
+    assert.equal(event.name, 'retry');
+    assert.equal(event.time_unix_nano, '1700000000100000000');
+    assert.deepEqual(attrs(event), { attempt: 2 });
+    assert.equal(event.service_name, 'checkout');
+    const [link] = await readUntil(`${s.url}/api/span_links?project_id=ev-links`, 1);
+    assert.equal(link.span_id, 'b7ad6b7169203331');
+    assert.equal(link.linked_trace_id, '11111111111111111111111111111111');
+    assert.equal(link.linked_span_id, '2222222222222222');
+    assert.deepEqual(attrs(link), { why: 'batch' });
+  });
+});
+
+function logsRequest(project: string | null, bodies: string[], service = 'svc'): string {
+  const resourceAttrs = [{ key: 'service.name', value: { stringValue: service } }];
+  if (project !== null) resourceAttrs.push({ key: 'project.id', value: { stringValue: project } });
+  return JSON.stringify({
+    resourceLogs: [
+      {
+        resource: { attributes: resourceAttrs },
+        scopeLogs: [
+          {
+            logRecords: bodies.map((b, i) => ({
+              timeUnixNano: String(1_700_000_000_000_000_000n + BigInt(i) * 1_000_000n),
+              severityNumber: 9 + (i % 3) * 4,
+              body: { stringValue: b },
+            })),
+          },
+        ],
+      },
+    ],
+  });
+}
+
+describe('project id, partial success, empty requests', () => {
+  let s: TestServer;
+  before(async () => {
+    s = await startServer({ server_config: { default_project_id: 'fallback' } });
+  });
+  after(() => s.close());
+
+  test('X-Project-Id wins over resource attribute project.id, which wins over the default', async () => {
+    assert.equal(
+      (
+        await post(`${s.url}/v1/logs`, logsRequest('from-attr', ['a']), {
+          ...JSON_CT,
+          'x-project-id': 'from-header',
+        })
+      ).status,
+      200,
+    );
+    assert.equal((await post(`${s.url}/v1/logs`, logsRequest('from-attr', ['b']))).status, 200);
+    assert.equal((await post(`${s.url}/v1/logs`, logsRequest(null, ['c']))).status, 200);
+    await waitWritten(s.url, 3);
+    const bodies = async (project: string) =>
+      (await getJson(`${s.url}/api/logs?project_id=${project}`)).body.rows.map((r: Json) => r.body);
+    assert.deepEqual(await bodies('from-header'), ['a']);
+    assert.deepEqual(await bodies('from-attr'), ['b']);
+    assert.deepEqual(await bodies('fallback'), ['c']);
+  });
+
+  test('an unsafe X-Project-Id is 400 with a google.rpc.Status in the request encoding', async () => {
+    const j = await post(`${s.url}/v1/logs`, logsRequest(null, ['x']), {
+      ...JSON_CT,
+      'x-project-id': '../etc',
+    });
+    assert.equal(j.status, 400);
+    const status = JSON.parse(j.text);
+    assert.equal(status.code, 3);
+    assert.match(status.message, /X-Project-Id/);
+    const p = await post(`${s.url}/v1/logs`, new Uint8Array(0), {
+      'content-type': 'application/x-protobuf',
+      'x-project-id': 'a b',
+    });
+    assert.equal(p.status, 400);
+    assert.equal(p.headers.get('content-type'), 'application/x-protobuf');
+    assert.match(decodeStatusProto(p.bytes).message, /X-Project-Id/);
+  });
+
+  test('rows refused by validation are counted in partial_success with a message; the rest is stored', async () => {
+    const span = (id: string, start: string) => ({
+      traceId: '5b8efff798038103d269b633813fc60c',
+      spanId: id,
+      name: `span-${id}`,
+      startTimeUnixNano: start,
+      endTimeUnixNano: '1700000001000000000',
+    });
+    const body = {
+      resourceSpans: [
+        {
+          scopeSpans: [
+            {
+              spans: [
+                span('0000000000000001', '1700000000000000000'),
+                // A start time beyond int64: the duration cannot be stored, the span is refused.
+                span('0000000000000002', '9223372036854775808'),
+                span('0000000000000003', '1700000000000000000'),
+              ],
+            },
+          ],
+        },
+      ],
+    };
+    const res = await post(`${s.url}/v1/traces`, JSON.stringify(body), {
+      ...JSON_CT,
+      'x-project-id': 'partial',
+    });
+    assert.equal(res.status, 200);
+    const out = JSON.parse(res.text);
+    assert.equal(out.partialSuccess.rejectedSpans, '1');
+    assert.match(out.partialSuccess.errorMessage, /1 spans rejected: out_of_range/);
+    const rows = await readUntil(`${s.url}/api/spans?project_id=partial`, 2);
+    assert.deepEqual(rows.map((r) => r.span_id).sort(), ['0000000000000001', '0000000000000003']);
+  });
+
+  test('invalid ids are stored as null and reported as a warning with rejected 0', async () => {
+    const body = {
+      resourceLogs: [
+        {
+          scopeLogs: [
+            {
+              logRecords: [
+                { timeUnixNano: '1700000000000000000', traceId: 'not-hex', body: { stringValue: 'w' } },
+              ],
+            },
+          ],
+        },
+      ],
+    };
+    const res = await post(`${s.url}/v1/logs`, JSON.stringify(body), {
+      ...JSON_CT,
+      'x-project-id': 'warned',
+    });
+    assert.equal(res.status, 200);
+    const out = JSON.parse(res.text);
+    assert.equal(out.partialSuccess.rejectedLogRecords, undefined);
+    assert.match(out.partialSuccess.errorMessage, /1 invalid trace or span ids were stored as null/);
+    const [row] = await readUntil(`${s.url}/api/logs?project_id=warned`, 1);
+    assert.equal(row.trace_id, null);
+  });
+
+  test('empty requests succeed: no body, {} and an empty protobuf message', async () => {
+    for (const signal of ['traces', 'logs', 'metrics']) {
+      const empty = await post(`${s.url}/v1/${signal}`, '', JSON_CT);
+      assert.equal(empty.status, 200);
+      assert.equal(empty.text, '{}');
+      const obj = await post(`${s.url}/v1/${signal}`, '{}', {
+        'content-type': 'application/json; charset=utf-8',
+      });
+      assert.equal(obj.status, 200);
+      const pb = await post(`${s.url}/v1/${signal}`, new Uint8Array(0), {
+        'content-type': 'application/x-protobuf',
+      });
+      assert.equal(pb.status, 200);
+      assert.equal(pb.headers.get('content-type'), 'application/x-protobuf');
+      assert.equal(pb.bytes.length, 0);
+    }
+  });
+});
+
+describe('bad input: each gets its status and message, and the server keeps serving', () => {
+  let s: TestServer;
+  before(async () => {
+    s = await startServer();
+  });
+  after(() => s.close());
+
+  const before3 = ['kept-1', 'kept-2', 'kept-3'];
+  test('data accepted before the bad requests', async () => {
+    const res = await post(`${s.url}/v1/logs`, logsRequest('survivor', before3));
+    assert.equal(res.status, 200);
+    await waitWritten(s.url, 3);
+  });
+
+  test('truncated JSON is 400 with a JSON google.rpc.Status', async () => {
+    const full = fixture('trace').toString();
+    const res = await post(`${s.url}/v1/traces`, full.slice(0, full.length / 2));
+    assert.equal(res.status, 400);
+    const status = JSON.parse(res.text);
+    assert.equal(status.code, 3);
+    assert.match(status.message, /invalid JSON/);
+  });
+
+  test('wrong types are 400 naming the field', async () => {
+    const cases: [string, RegExp][] = [
+      ['{"resourceSpans":{}}', /resourceSpans: expected an array/],
+      ['[1,2]', /must be an object/],
+      ['{"resourceSpans":[{"scopeSpans":[{"spans":[{"name":5}]}]}]}', /span\.name: expected a string/],
+    ];
+    for (const [body, message] of cases) {
+      const res = await post(`${s.url}/v1/traces`, body);
+      assert.equal(res.status, 400, body);
+      assert.match(JSON.parse(res.text).message, message);
+    }
+  });
+
+  test('invalid protobuf is 400 with a protobuf google.rpc.Status', async () => {
+    const res = await post(`${s.url}/v1/logs`, new Uint8Array([0x0a, 0xff, 0xff, 0xff, 0x0f, 1, 2]), {
+      'content-type': 'application/x-protobuf',
+    });
+    assert.equal(res.status, 400);
+    assert.equal(res.headers.get('content-type'), 'application/x-protobuf');
+    const status = decodeStatusProto(res.bytes);
+    assert.equal(status.code, 3);
+    assert.match(status.message, /invalid protobuf/);
+  });
+
+  test('a gzip bomb (1 GiB of zeros) is cut at the limit without inflating into memory', async () => {
+    // 16 gzip members of 64 MiB of zeros each: 1 GiB inflated, about 1 MiB on the wire.
+    const member = zlib.gzipSync(Buffer.alloc(64 * 1024 * 1024), { level: 9 });
+    const bomb = Buffer.concat(Array.from({ length: 16 }, () => member));
+    assert.ok(bomb.length < 2 * 1024 * 1024);
+    const rssBefore = process.memoryUsage().rss;
+    const started = performance.now();
+    const res = await post(`${s.url}/v1/logs`, bomb, { ...JSON_CT, 'content-encoding': 'gzip' });
+    const ms = performance.now() - started;
+    const grown = process.memoryUsage().rss - rssBefore;
+    assert.equal(res.status, 413);
+    assert.match(JSON.parse(res.text).message, /exceeds the limit of 67108864 bytes/);
+    assert.ok(grown < 256 * 1024 * 1024, `RSS grew by ${grown} bytes`);
+    assert.ok(ms < 5000, `took ${ms} ms`);
+  });
+
+  test('an oversized body is 413, announced or streamed', async () => {
+    const big = Buffer.alloc(64 * 1024 * 1024 + 1, 0x20);
+    const announced = await post(`${s.url}/v1/logs`, big);
+    assert.equal(announced.status, 413);
+    assert.match(JSON.parse(announced.text).message, /Content-Length/);
+    const chunks = (async function* () {
+      for (let i = 0; i < big.length; i += 1024 * 1024) yield big.subarray(i, i + 1024 * 1024);
+    })();
+    const res = await fetch(`${s.url}/v1/logs`, {
+      method: 'POST',
+      body: chunks as unknown as ReadableStream,
+      headers: JSON_CT,
+      duplex: 'half',
+    } as RequestInit);
+    assert.equal(res.status, 413);
+    assert.match(((await res.json()) as Json).message, /exceeds the limit/);
+  });
+
+  test('an unsupported content type is 415 in plain text', async () => {
+    for (const ct of ['text/plain', 'application/xml', 'multipart/form-data; boundary=x']) {
+      const res = await post(`${s.url}/v1/traces`, '{}', { 'content-type': ct });
+      assert.equal(res.status, 415, ct);
+      assert.match(res.headers.get('content-type') ?? '', /^text\/plain/);
+      assert.match(res.text, /unsupported content type.*application\/json or application\/x-protobuf/);
+    }
+    const none = await fetch(`${s.url}/v1/traces`, { method: 'POST', body: new Uint8Array([1]) });
+    assert.equal(none.status, 415);
+    const encoding = await post(`${s.url}/v1/traces`, '{}', { ...JSON_CT, 'content-encoding': 'snappy' });
+    assert.equal(encoding.status, 415);
+    assert.match(encoding.text, /Content-Encoding "snappy"/);
+  });
+
+  test('other methods are 405 with Allow: POST', async () => {
+    for (const method of ['GET', 'PUT', 'DELETE', 'PATCH']) {
+      const res = await fetch(`${s.url}/v1/metrics`, { method });
+      assert.equal(res.status, 405, method);
+      assert.equal(res.headers.get('allow'), 'POST');
+      assert.match(await res.text(), /use POST \/v1\/metrics/);
+    }
+  });
+
+  test('corrupt gzip is 400', async () => {
+    const gz = zlib.gzipSync(fixture('logs'));
+    gz.fill(0x55, 12, 40);
+    const res = await post(`${s.url}/v1/logs`, gz, { ...JSON_CT, 'content-encoding': 'gzip' });
+    assert.equal(res.status, 400);
+    assert.match(JSON.parse(res.text).message, /cannot decompress/);
+  });
+
+  test('afterwards the earlier data is intact and new requests are stored', async () => {
+    const { body } = await getJson(`${s.url}/api/logs?project_id=survivor`);
+    assert.deepEqual(body.rows.map((r: Json) => r.body).sort(), before3);
+    const res = await post(`${s.url}/v1/logs`, logsRequest('survivor', ['kept-4']));
+    assert.equal(res.status, 200);
+    const rows = await readUntil(`${s.url}/api/logs?project_id=survivor`, 4);
+    assert.equal(rows.length, 4);
+    const health = await getJson(`${s.url}/healthz`);
+    assert.equal(health.body.producer.accepted, 4);
+  });
+});
+
+describe('protobuf without the optional package', () => {
+  test('is 415 naming protobufjs; JSON still works', async () => {
+    const s = await startServer(undefined, { proto: null });
+    try {
+      const res = await post(`${s.url}/v1/traces`, new Uint8Array(0), {
+        'content-type': 'application/x-protobuf',
+      });
+      assert.equal(res.status, 415);
+      assert.match(res.text, /"protobufjs"/);
+      assert.match(res.text, /npm install protobufjs/);
+      assert.equal((await post(`${s.url}/v1/traces`, fixture('trace'))).status, 200);
+      assert.equal((await getJson(`${s.url}/healthz`)).body.protobuf, false);
+    } finally {
+      await s.close();
+    }
+  });
+});
+
+describe('backpressure', () => {
+  // One row per commit keeps the aggregator busy long enough for the queue to stay full.
+  const slow = { aggregator_config: { max_batch_rows: 1, min_batch_rows: 1, max_age_s: 0.05 } };
+  const first = Array.from({ length: 20 }, (_, i) => `row-${i}`);
+  // The aggregator holds at most 4 rows of this configuration: 16 stay queued, 10 more do not fit.
+  const late = Array.from({ length: 10 }, (_, i) => `late-${i}`);
+
+  test('a full queue with drop_policy block is 503 with Retry-After; a retry later succeeds', async () => {
+    const s = await startServer({ ...slow, producer_config: { max_queue_size: 20, block_timeout_s: 0 } });
+    try {
+      assert.equal((await post(`${s.url}/v1/logs`, logsRequest('bp', first))).status, 200);
+      const full = await post(`${s.url}/v1/logs`, logsRequest('bp', late));
+      assert.equal(full.status, 503);
+      assert.equal(full.headers.get('retry-after'), '1');
+      const status = JSON.parse(full.text);
+      assert.equal(status.code, 14);
+      assert.match(status.message, /queue is full/);
+      const pb = await post(`${s.url}/v1/logs`, new Uint8Array([0x0a, 0x00]), {
+        'content-type': 'application/x-protobuf',
+      });
+      assert.equal(pb.status, 200, 'a request without rows needs no room');
+      await waitWritten(s.url, 20, 60_000);
+      assert.equal((await post(`${s.url}/v1/logs`, logsRequest('bp', late))).status, 200);
+      const rows = await readUntil(`${s.url}/api/logs?project_id=bp&limit=1000`, 30, 60_000);
+      assert.equal(rows.length, 30);
+    } finally {
+      await s.close();
+    }
+  });
+
+  test('with drop_policy drop_newest the refused rows are reported as rejected, not retried', async () => {
+    const s = await startServer({
+      ...slow,
+      producer_config: { max_queue_size: 20, drop_policy: 'drop_newest' },
+    });
+    try {
+      assert.equal((await post(`${s.url}/v1/logs`, logsRequest('dn', first))).status, 200);
+      const res = await post(`${s.url}/v1/logs`, logsRequest('dn', late));
+      assert.equal(res.status, 200);
+      const out = JSON.parse(res.text);
+      assert.equal(out.partialSuccess.rejectedLogRecords, '10');
+      assert.match(out.partialSuccess.errorMessage, /10 log records rejected: queue_full \(drop_newest\)/);
+      const health = await getJson(`${s.url}/healthz`);
+      assert.equal(health.body.producer.dropped.drop_newest, 10);
+    } finally {
+      await s.close();
+    }
+  });
+});
+
+describe('/healthz, /api parameters and the OpenAPI document', () => {
+  let s: TestServer;
+  const count = 150;
+  before(async () => {
+    s = await startServer();
+    const bodies = Array.from({ length: count }, (_, i) => `message ${i}${i % 10 === 0 ? ' needle' : ''}`);
+    assert.equal((await post(`${s.url}/v1/logs`, logsRequest('reads', bodies, 'api-svc'))).status, 200);
+    await waitWritten(s.url, count);
+  });
+  after(() => s.close());
+
+  test('/healthz reports version, process and pipeline state', async () => {
+    const { status, body } = await getJson(`${s.url}/healthz`);
+    assert.equal(status, 200);
+    assert.equal(body.status, 'ok');
+    assert.equal(body.version, '0.1.1');
+    assert.equal(body.pid, process.pid);
+    assert.ok(body.uptime_s >= 0);
+    assert.ok(body.memory.rss > 0 && body.memory.heap_used > 0);
+    assert.equal(body.producer.accepted, count);
+    assert.equal(body.producer.queue_capacity, 2048);
+    assert.ok(body.aggregator.rows_written >= count);
+    assert.equal(typeof body.shipper.enabled, 'boolean');
+  });
+
+  test('limit defaults to 100, newest first; limit, filters and select narrow the result', async () => {
+    const { body } = await getJson(`${s.url}/api/logs`);
+    assert.equal(body.count, 100);
+    const times = body.rows.map((r: Json) => BigInt(r.time_unix_nano));
+    for (let i = 1; i < times.length; i++) assert.ok(times[i - 1] >= times[i], 'newest first');
+    assert.equal(body.rows[0].body, `message ${count - 1}`);
+
+    const five = (await getJson(`${s.url}/api/logs?limit=5&select=body,severity_number&select=event_ts`))
+      .body;
+    assert.equal(five.count, 5);
+    assert.deepEqual(Object.keys(five.rows[0]), ['body', 'severity_number', 'event_ts']);
+
+    const needles = (await getJson(`${s.url}/api/logs?body_like=needle&limit=10000`)).body;
+    assert.equal(needles.count, 15);
+    const errors = (await getJson(`${s.url}/api/logs?severity_ge=17&service_name=api-svc&limit=10000`)).body;
+    assert.equal(errors.count, 50);
+    const none = (await getJson(`${s.url}/api/logs?project_id=nobody`)).body;
+    assert.deepEqual(none, { rows: [], count: 0 });
+    const today = new Date().toISOString().slice(0, 10);
+    const dated = (
+      await getJson(`${s.url}/api/logs?date_from=${today}&date_to=${today}&limit=3&storage=local`)
+    ).body;
+    assert.equal(dated.count, 3);
+    const past = (await getJson(`${s.url}/api/logs?date_from=2001-01-01&date_to=2001-01-02`)).body;
+    assert.equal(past.count, 0);
+  });
+
+  test('invalid parameters are 400 naming the parameter', async () => {
+    const cases: [string, string][] = [
+      ['limit=0', 'limit'],
+      ['limit=10001', 'limit'],
+      ['limit=ten', 'limit'],
+      ['date_from=2024-13-01', 'date_from'],
+      ['date_from=2024-02-02&date_to=2024-02-01', 'date_from'],
+      ['trace_id=xyz', 'trace_id'],
+      ['span_id=12', 'span_id'],
+      ['severity_ge=high', 'severity_ge'],
+      ['storage=ftp', 'storage'],
+      ['select=body,nope', 'select'],
+      ['limit=1&limit=2', 'limit'],
+      ['colour=red', 'colour'],
+    ];
+    for (const [qs, param] of cases) {
+      const { status, body } = await getJson(`${s.url}/api/logs?${qs}`);
+      assert.equal(status, 400, qs);
+      assert.equal(body.parameter, param, qs);
+      assert.match(body.message, new RegExp(`\\b${param}\\b`), qs);
+    }
+    const spans = await getJson(`${s.url}/api/spans?severity_ge=9`);
+    assert.equal(spans.status, 400);
+    assert.equal(spans.body.parameter, 'severity_ge');
+    assert.match(spans.body.message, /severity_ge is not a filter of table spans/);
+    const metrics = await getJson(`${s.url}/api/metrics/points?body_like=x`);
+    assert.equal(metrics.status, 400);
+    assert.equal(metrics.body.parameter, 'body_like');
+  });
+
+  test('/api/openapi.json describes every endpoint', async () => {
+    const { status, body } = await getJson(`${s.url}/api/openapi.json`);
+    assert.equal(status, 200);
+    assert.equal(body.openapi, '3.1.0');
+    assert.equal(body.info.version, '0.1.1');
+    for (const path of [
+      '/v1/traces',
+      '/v1/logs',
+      '/v1/metrics',
+      '/healthz',
+      '/api/spans',
+      '/api/span_events',
+      '/api/span_links',
+      '/api/logs',
+      '/api/metrics/points',
+      '/api/metrics/hist',
+    ]) {
+      assert.ok(body.paths[path], path);
+    }
+    const logParams = body.paths['/api/logs'].get.parameters.map((p: Json) => p.name);
+    for (const p of [
+      'date_from',
+      'date_to',
+      'project_id',
+      'service_name',
+      'severity_ge',
+      'body_like',
+      'select',
+      'limit',
+      'storage',
+    ]) {
+      assert.ok(logParams.includes(p), p);
+    }
+    const spanParams = body.paths['/api/spans'].get.parameters.map((p: Json) => p.name);
+    assert.ok(!spanParams.includes('severity_ge'));
+    assert.ok(body.components.schemas.logs.properties.time_unix_nano);
+  });
+});
