@@ -4,7 +4,7 @@
 
 import { type ChildProcess, spawn } from 'node:child_process';
 import { watch } from 'node:fs';
-import { mkdir, open, readFile, stat } from 'node:fs/promises';
+import { mkdir, open, readFile, rename, stat } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { dirname, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -88,12 +88,24 @@ async function logTail(file: string, from: number, lines = 20): Promise<string> 
   return tail.map((l) => `  | ${l}`).join('\n');
 }
 
+/** The server log is appended to by every start; past this size it is kept as `.1` and restarted. */
+const LOG_ROTATE_BYTES = 16 * 1024 * 1024;
+
+async function rotateLog(file: string): Promise<void> {
+  const size = await stat(file).then(
+    (s) => s.size,
+    () => 0,
+  );
+  if (size > LOG_ROTATE_BYTES) await rename(file, `${file}.1`);
+}
+
 async function startInBackground(flags: StartFlags, layout: InstanceLayout): Promise<void> {
   await clearStalePidFile(layout);
   await checkPortFree(flags.host, flags.port);
 
   const logFile = layout.serverLog;
   await mkdir(dirname(logFile), { recursive: true });
+  await rotateLog(logFile);
   const log = await open(logFile, 'a');
   const logStart = (await stat(logFile)).size;
   let child: ChildProcess;

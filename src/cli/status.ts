@@ -159,4 +159,7 @@ export async function statusCommand(flags: StatusFlags): Promise<void> {
   if (!res.ok) throw new CliError(`cannot get the status of otelake at ${url}: ${res.reason}`);
   if (!isObject(res.body)) throw new CliError(`unexpected answer from ${url}/healthz (not a JSON object)`);
   process.stdout.write(renderHealth(res.body, url));
+  // Reachable but unwell (any state other than ok): scripts and probes see a failure.
+  const state = res.body.status;
+  if (typeof state === 'string' && state !== 'ok') process.exitCode = 1;
 }

@@ -215,6 +215,36 @@ describe('otelake (no server)', () => {
     assert.ok(Date.now() - started < 5000);
   });
 
+  test('status: an unwell server exits 1 after showing its state; a non-otelake answer is an error', async (t) => {
+    let body = JSON.stringify({
+      status: 'degraded',
+      version: '0.1.1',
+      producer: {
+        queue_depth: 2048,
+        queue_capacity: 2048,
+        accepted: 1,
+        rejected: {},
+        dropped: { queue_full: 5 },
+      },
+    });
+    const fake = createServer((_req, res) => {
+      res.setHeader('content-type', 'application/json');
+      res.end(body);
+    });
+    await new Promise<void>((ok) => fake.listen(0, '127.0.0.1', ok));
+    t.after(() => fake.close());
+    const port = String((fake.address() as { port: number }).port);
+    const unwell = await otelake(['status', '-P', port]);
+    assert.equal(unwell.code, 1);
+    assert.match(unwell.stdout, /: degraded/);
+    assert.match(unwell.stdout, /2,048 \/ 2,048 \(100 %\)/);
+    assert.match(unwell.stdout, /dropped\s+│ 5: queue_full 5/);
+    body = '<html>hello</html>';
+    const other = await otelake(['status', '-P', port]);
+    assert.equal(other.code, 1);
+    assert.match(other.stderr, /not JSON \(is this an otelake server\?\)/);
+  });
+
   test('view: missing instance and missing --table off a terminal are clear errors', async () => {
     const missing = await otelake(['view', '-t', 'logs', '-D', 'nowhere'], { cwd: dir.path });
     assert.equal(missing.code, 1);
