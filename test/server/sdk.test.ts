@@ -80,9 +80,7 @@ function checkLogs(sent: Json, logs: Json[]) {
   for (const l of sent.logs) {
     const body = typeof l.body === 'string' ? l.body : JSON.stringify(l.body);
     const row = logs.find((r) =>
-      typeof l.body === 'string'
-        ? r.body === body
-        : r.body !== null && r.body.startsWith('{') && r.event_name === l.eventName,
+      typeof l.body === 'string' ? r.body === body : r.body?.startsWith('{') && r.event_name === l.eventName,
     );
     assert.ok(row, `log ${body} stored`);
     if (typeof l.body !== 'string') assert.deepEqual(JSON.parse(row.body), l.body);
