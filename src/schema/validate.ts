@@ -53,8 +53,9 @@ function toLong(v: unknown): Coerced {
   let b: bigint;
   if (typeof v === 'bigint') b = v;
   else if (typeof v === 'number') {
+    // A double beyond 2^53 is taken as it is: nanosecond times as numbers are already rounded to
+    // ~256 ns by the caller's double; bigint or decimal strings keep every digit.
     if (!Number.isInteger(v)) return INVALID;
-    if (!Number.isSafeInteger(v)) return RANGE; // a double beyond 2^53 has already lost digits
     b = BigInt(v);
   } else if (typeof v === 'string' && DECIMAL.test(v)) b = BigInt(v.trim());
   else return INVALID;

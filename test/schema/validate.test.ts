@@ -33,8 +33,9 @@ describe('normalizeRow', () => {
     assert.equal(ok({ project_id: 'p', time_unix_nano: 5_000 })['time_unix_nano'], 5_000n);
   });
 
-  it('rejects a number beyond 2^53 (already rounded) and values outside int64', () => {
-    assert.equal(reason({ project_id: 'p', time_unix_nano: 2 ** 60 }), 'out_of_range:time_unix_nano');
+  it('takes numbers beyond 2^53 as they are, and rejects values outside int64', () => {
+    assert.equal(ok({ project_id: 'p', time_unix_nano: 2 ** 60 })['time_unix_nano'], 2n ** 60n);
+    assert.equal(reason({ project_id: 'p', time_unix_nano: 2 ** 64 }), 'out_of_range:time_unix_nano');
     assert.equal(
       reason({ project_id: 'p', time_unix_nano: (2n ** 63n).toString() }),
       'out_of_range:time_unix_nano',

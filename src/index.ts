@@ -1,0 +1,27 @@
+// The otelake library: the Logger (ingest, start/stop, reads) and the types it speaks.
+
+export type { ColumnBatch } from './delta/batch.ts';
+export {
+  type FlushMode,
+  type IngestResult,
+  type IngestTuple,
+  Logger,
+  type LoggerInit,
+  type LoggerStats,
+  type ReadArgs,
+  type S3Config,
+  VERSION,
+} from './logger.ts';
+export type { AggregatorStats } from './pipeline/aggregator.ts';
+export type { ProducerStats } from './pipeline/producer.ts';
+export type { ReadQuery, Storage } from './read/query.ts';
+export {
+  type ColumnDef,
+  type Row,
+  SCHEMAS,
+  TABLE_NAMES,
+  type TableName,
+  type TableSchema,
+} from './schema/tables.ts';
+export { REJECT_REASONS } from './schema/validate.ts';
+export { defaultOptions, type LoggerOptions, type PartialOptions } from './storage/options.ts';

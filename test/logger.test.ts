@@ -1,0 +1,222 @@
+import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { DeltaTable } from '../src/delta/table.ts';
+import { Logger, TABLE_NAMES } from '../src/index.ts';
+
+let dir: string;
+before(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'otelake-logger-'));
+});
+after(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+const BIG = 2n ** 62n + 12345n; // beyond 2^53: must survive exactly
+const today = () => new Date().toISOString().slice(0, 10);
+
+describe('Logger', () => {
+  it("prepares the instance: options, days index and today's six empty tables", async () => {
+    const logger = await Logger.open({ instanceDir: dir, instanceId: 'prep', handleSignals: false });
+    const root = join(dir, 'prep');
+    const saved = JSON.parse(await readFile(join(root, 'configs', 'options.json'), 'utf8'));
+    assert.equal(saved.producer_config.max_queue_size, 2048);
+    const index = (await readFile(join(root, 'index', 'days.jsonl'), 'utf8'))
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
+    assert.deepEqual(
+      index.map((l) => [l.day, l.phase]),
+      [[today(), 'open']],
+    );
+    for (const t of TABLE_NAMES) {
+      const table = await DeltaTable.open(join(root, 'staging', 'days', today(), 'otel', t));
+      assert.equal(table.rowCount(), 0, t);
+    }
+    await logger.stop();
+  });
+
+  it('ingests, commits and reads back log rows exactly, newest first', async () => {
+    const logger = await Logger.open({ instanceDir: dir, instanceId: 'rw', handleSignals: false });
+    const t0 = 1_763_700_000_000_000_000n;
+    const results = await Promise.all([
+      logger.ingestLog({
+        project_id: 'shop',
+        time_unix_nano: t0,
+        severity_number: 9,
+        body: 'first',
+        service_name: 'api',
+      }),
+      logger.ingestLog({
+        project_id: 'shop',
+        time_unix_nano: (t0 + 2000n).toString(),
+        severity_number: 17,
+        body: 'épée 🚀 failed',
+        observed_time_unix_nano: BIG,
+      }),
+      logger.ingestLog({
+        project_id: 'shop',
+        time_unix_nano: Number(t0 / 1_000_000n) * 1_000_000 + 1000,
+        body: null,
+      }),
+      logger.ingestLog({ project_id: 'shop', severity_number: 9 }),
+      logger.ingestLog({ project_id: 'shop', time_unix_nano: t0, severity_number: 'loud' }),
+    ]);
+    assert.deepEqual(results, [
+      [true, null],
+      [true, null],
+      [true, null],
+      [false, 'missing_required:time_unix_nano'],
+      [false, 'invalid_type:severity_number'],
+    ]);
+    await logger.stop({ flush: 'auto' });
+    const rows = await logger.readLogs({ projectId: 'shop' });
+    assert.equal(rows.length, 3);
+    // The number form is a double: it arrives rounded, and is stored as that double's value.
+    const asNumber = BigInt(Number(t0 / 1_000_000n) * 1_000_000 + 1000);
+    assert.deepEqual(
+      rows.map((r) => r['time_unix_nano']),
+      [t0 + 2000n, asNumber, t0],
+    );
+    assert.equal(rows[0]['observed_time_unix_nano'], BIG);
+    assert.equal(rows[0]['body'], 'épée 🚀 failed');
+    assert.equal(rows[0]['event_ts'], (t0 + 2000n) / 1000n);
+    assert.equal(rows[0]['service_name'], 'unknown_service');
+    assert.equal(rows[2]['service_name'], 'api');
+    assert.equal(rows[1]['body'], null);
+    const errors = await logger.readLogs({ severityGe: 17, select: ['body', 'severity_number'] });
+    assert.deepEqual(errors, [{ body: 'épée 🚀 failed', severity_number: 17 }]);
+    const stats = logger.stats();
+    assert.equal(stats.producer.accepted, 3);
+    assert.deepEqual(stats.producer.rejected, {
+      'missing_required:time_unix_nano': 1,
+      'invalid_type:severity_number': 1,
+    });
+    assert.equal(stats.aggregator.rows_written, 3);
+  });
+
+  it('with auto_start false refuses rows until start(), and start() is idempotent', async () => {
+    const logger = await Logger.open({
+      instanceDir: dir,
+      instanceId: 'manual',
+      options: { auto_start: false },
+      handleSignals: false,
+    });
+    assert.deepEqual(await logger.ingestLog({ project_id: 'p', time_unix_nano: 1n }), [false, 'not_started']);
+    logger.start();
+    logger.start();
+    assert.deepEqual(await logger.ingestLog({ project_id: 'p', time_unix_nano: 1n }), [true, null]);
+    await logger.stop();
+    assert.deepEqual(await logger.ingestLog({ project_id: 'p', time_unix_nano: 1n }), [false, 'stopped']);
+    assert.equal((await logger.readLogs()).length, 1);
+  });
+
+  it('reloads the saved options when created without options', async () => {
+    const a = await Logger.open({
+      instanceDir: dir,
+      instanceId: 'persist',
+      options: { aggregator_config: { max_batch_rows: 4321 } },
+      handleSignals: false,
+    });
+    await a.stop();
+    const b = await Logger.open({ instanceDir: dir, instanceId: 'persist', handleSignals: false });
+    assert.equal(b.options.aggregator_config.max_batch_rows, 4321);
+    await b.stop();
+  });
+
+  it('stop({flush:"none"}) drops the queue but leaves readable tables; "auto" loses nothing', async () => {
+    const opts = { aggregator_config: { max_age_s: 3600, min_batch_rows: 1000, max_batch_rows: 1000 } };
+    const rows = (n: number) =>
+      Array.from({ length: n }, (_, i) => ({ project_id: 'p', time_unix_nano: BigInt(i + 1) }));
+    const none = await Logger.open({
+      instanceDir: dir,
+      instanceId: 'none',
+      options: opts,
+      handleSignals: false,
+    });
+    const r = await none.ingestRows('logs', rows(1500));
+    assert.equal(r.accepted, 1500);
+    await none.stop({ flush: 'none' });
+    const kept = (await none.readLogs()).length;
+    assert.ok(kept < 1500, `flush none must not drain everything (kept ${kept})`);
+    assert.equal(kept % 1000, 0, 'only whole batches already handed to the writer are committed');
+
+    const auto = await Logger.open({
+      instanceDir: dir,
+      instanceId: 'auto',
+      options: opts,
+      handleSignals: false,
+    });
+    await auto.ingestRows('logs', rows(1500));
+    await auto.stop({ flush: 'auto' });
+    assert.equal((await auto.readLogs()).length, 1500);
+  });
+
+  it('writes a batch that waited across midnight into the day its rows arrived in', async () => {
+    let now = Date.parse('2030-01-01T23:59:59.800Z');
+    const logger = await Logger.open({
+      instanceDir: dir,
+      instanceId: 'midnight',
+      options: { aggregator_config: { max_age_s: 3600, min_batch_rows: 1000 } },
+      clock: () => now,
+      handleSignals: false,
+    });
+    assert.deepEqual(await logger.ingestLog({ project_id: 'p', time_unix_nano: 1n, body: 'late' }), [
+      true,
+      null,
+    ]);
+    now = Date.parse('2030-01-02T00:00:00.300Z');
+    assert.deepEqual(await logger.ingestLog({ project_id: 'p', time_unix_nano: 2n, body: 'new day' }), [
+      true,
+      null,
+    ]);
+    await logger.stop();
+    const day1 = await logger.readLogs({ dateFrom: '2030-01-01', dateTo: '2030-01-01' });
+    const day2 = await logger.readLogs({ dateFrom: '2030-01-02', dateTo: '2030-01-02' });
+    assert.deepEqual(
+      day1.map((r) => r['body']),
+      ['late'],
+    );
+    assert.deepEqual(
+      day2.map((r) => r['body']),
+      ['new day'],
+    );
+    const index = await readFile(join(dir, 'midnight', 'index', 'days.jsonl'), 'utf8');
+    assert.match(index, /"day":"2030-01-02","phase":"open"/);
+  });
+
+  it('ingests rows of every table through ingestRows', async () => {
+    const logger = await Logger.open({ instanceDir: dir, instanceId: 'all', handleSignals: false });
+    const r = await logger.ingestRows('metrics_hist', [
+      {
+        project_id: 'p',
+        time_unix_nano: 5_000n,
+        metric_name: 'latency',
+        bucket_counts: [1n, BIG],
+        explicit_bounds: [0.5],
+      },
+      { project_id: 'p', metric_name: 'no time' },
+    ]);
+    assert.deepEqual([r.accepted, r.rejected, r.firstError], [1, 1, 'missing_required:time_unix_nano']);
+    await logger.stop();
+    const [row] = await logger.readMetricHist({ metricName: 'latency' });
+    assert.deepEqual(row['bucket_counts'], [1n, BIG]);
+    assert.deepEqual(row['explicit_bounds'], [0.5]);
+  });
+
+  it('rejects invalid read arguments clearly', async () => {
+    const logger = await Logger.open({ instanceDir: dir, instanceId: 'args', handleSignals: false });
+    await assert.rejects(logger.readLogs({ dateFrom: '2026-13-01' }), /dateFrom/);
+    await assert.rejects(
+      logger.readLogs({ dateFrom: '2026-11-21', dateTo: '2026-11-20' }),
+      /dateFrom.*dateTo|after/,
+    );
+    await assert.rejects(logger.readLogs({ select: ['nope'] }), /nope/);
+    await assert.rejects(logger.readLogs({ storage: 'cloud' as never }), /storage/);
+    await logger.stop();
+    assert.equal(existsSync(join(dir, 'args', 'configs', 'options.json')), true);
+  });
+});
