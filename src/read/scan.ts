@@ -8,7 +8,7 @@ import type { FileEntry } from './files.ts';
 import type { NormalizedQuery, RowFilter } from './filters.ts';
 
 /** Rows a filtered query reads in its first round over the newest files; later rounds grow 4x. */
-export const FIRST_ROUND_ROWS = 500_000;
+export const FIRST_ROUND_ROWS = 100_000;
 
 export function polarsType(type: ColumnType): DataType {
   if (isListType(type)) return pl.List(type.list === 'long' ? pl.Int64 : pl.Float64);
