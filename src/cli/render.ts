@@ -61,11 +61,13 @@ export function grid(
   rows: readonly (readonly string[])[],
   width = outputWidth(),
   align: readonly ('left' | 'right')[] = [],
+  keep: readonly boolean[] = [],
 ): string | null {
   const widths = fitColumns(
     head.map((h, i) => Math.max(length(h), ...rows.map((r) => length(oneLine(r[i] ?? ''))))),
     head.map((h) => length(h)),
     width,
+    keep,
   );
   if (widths === null) return null;
   const table = new Table({
@@ -78,48 +80,69 @@ export function grid(
   return table.toString();
 }
 
+const sum = (xs: readonly number[]): number => xs.reduce((a, b) => a + b, 0);
+
 /**
  * Content widths for columns whose natural (widest cell) widths are `natural`, within a table of
  * `total` characters (borders and padding take 3 per column + 1). Narrow columns keep their
- * width; wide ones share what is left equally. Null when the columns cannot all get MIN_COLUMN.
+ * width; the widest are cut down to a common cap. Columns marked in `keep` (e.g. timestamps)
+ * are cut only when cutting the others is not enough. Null when the columns cannot all get a
+ * readable minimum width.
  */
 export function fitColumns(
   natural: readonly number[],
   header: readonly number[],
   total: number,
+  keep: readonly boolean[] = [],
 ): number[] | null {
-  const n = natural.length;
-  let budget = total - (3 * n + 1);
-  const out = natural.map((w) => Math.max(1, w));
-  if (out.reduce((a, b) => a + b, 0) <= budget) return out;
-  const minimum = out.map((w, i) => Math.min(w, Math.max(MIN_COLUMN, Math.min(header[i] ?? 0, 12))));
-  if (minimum.reduce((a, b) => a + b, 0) > budget) return null;
-  // Water-filling: settle every column narrower than the fair share, split the rest equally.
-  const open = new Set(out.keys());
-  for (;;) {
-    const share = Math.floor(budget / open.size);
-    const settled = [...open].filter((i) => out[i]! <= share);
-    if (settled.length === 0) {
-      let extra = budget - share * open.size;
-      for (const i of open) {
-        out[i] = Math.max(minimum[i]!, share + (extra-- > 0 ? 1 : 0));
-      }
-      // A minimum above the share overshoots: take it back from the widest columns.
-      let over = out.reduce((a, b) => a + b, 0) - total + (3 * n + 1);
-      while (over > 0) {
-        const widest = out.reduce(
-          (best, w, i) => (w - minimum[i]! > out[best]! - minimum[best]! ? i : best),
-          0,
-        );
-        out[widest]!--;
-        over--;
-      }
-      return out;
-    }
-    for (const i of settled) {
-      budget -= out[i]!;
-      open.delete(i);
-    }
-    if (open.size === 0) return out;
+  const budget = total - (3 * natural.length + 1);
+  const want = natural.map((w) => Math.max(1, w));
+  if (sum(want) <= budget) return want;
+  const minimum = want.map((w, i) => Math.min(w, Math.max(MIN_COLUMN, Math.min(header[i] ?? 0, 12))));
+  return (
+    capToFit(
+      want,
+      minimum,
+      budget,
+      want.map((_, i) => !keep[i]),
+    ) ??
+    capToFit(
+      want,
+      minimum,
+      budget,
+      want.map(() => true),
+    )
+  );
+}
+
+/** Cuts the flexible columns down to the largest common cap that fits; null if none does. */
+function capToFit(
+  want: readonly number[],
+  minimum: readonly number[],
+  budget: number,
+  flexible: readonly boolean[],
+): number[] | null {
+  const room = budget - sum(want.filter((_, i) => !flexible[i]));
+  const width = (i: number, cap: number) =>
+    flexible[i] ? Math.max(minimum[i]!, Math.min(want[i]!, cap)) : want[i]!;
+  const used = (cap: number) => sum(want.map((_, i) => (flexible[i] ? width(i, cap) : 0)));
+  if (used(0) > room) return null;
+  // used() grows with the cap: binary search the largest cap that fits.
+  let lo = 0;
+  let hi = Math.max(...want);
+  while (lo < hi) {
+    const mid = Math.ceil((lo + hi) / 2);
+    if (used(mid) <= room) lo = mid;
+    else hi = mid - 1;
   }
+  const out = want.map((_, i) => width(i, lo));
+  // Hand out what the cap left over, one character each, to the columns it cut.
+  let spare = room - used(lo);
+  for (let i = 0; i < out.length && spare > 0; i++) {
+    if (flexible[i] && out[i]! < want[i]!) {
+      out[i]!++;
+      spare--;
+    }
+  }
+  return out;
 }

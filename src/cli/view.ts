@@ -8,7 +8,7 @@ import { InstanceLayout } from '../storage/layout.ts';
 import { isTable } from './args.ts';
 import { CliError, UsageError } from './errors.ts';
 import type { ViewFlags } from './program.ts';
-import { grid, outputWidth, panel } from './render.ts';
+import { grid, oneLine, outputWidth, panel } from './render.ts';
 
 /** Columns shown when --select is not given: time, service, and what identifies a row of the table. */
 export const DEFAULT_COLUMNS: Readonly<Record<TableName, readonly string[]>> = {
@@ -34,6 +34,16 @@ export const DEFAULT_COLUMNS: Readonly<Record<TableName, readonly string[]>> = {
     'attributes',
   ],
   metrics_hist: ['event_ts', 'service_name', 'metric_name', 'metric_type', 'count', 'sum', 'min', 'max'],
+};
+
+/** Default columns left out, in this order, when the terminal is too narrow for all of them. */
+const HIDE_FIRST: Readonly<Record<TableName, readonly string[]>> = {
+  spans: ['span_id', 'trace_id', 'status_code'],
+  span_events: ['span_id', 'trace_id'],
+  span_links: ['span_id', 'trace_id', 'span_name'],
+  logs: ['span_id', 'trace_id'],
+  metrics_points: ['attributes', 'metric_type'],
+  metrics_hist: ['min', 'max', 'metric_type'],
 };
 
 const DESCRIPTIONS: Readonly<Record<TableName, string>> = {
@@ -70,30 +80,56 @@ export function cellText(value: unknown): string {
   return JSON.stringify(value);
 }
 
-/** The rows as text: a grid when the columns fit the width, else one panel per row. */
+export interface Rendered {
+  text: string;
+  /** Default columns left out because the width was too small for them. */
+  hidden: string[];
+}
+
+/**
+ * The rows as text: a grid when the columns fit the width, else one panel per row. Timestamps
+ * are cut last. When the natural widths do not fit, the `hideable` columns go first: those empty
+ * in every row, then the others in the given order (only default columns are ever hideable).
+ */
 export function renderRows(
   table: TableName,
   columns: readonly string[],
   rows: readonly Record<string, unknown>[],
   width = outputWidth(),
-): string {
+  hideable: readonly string[] = [],
+): Rendered {
   const schema = SCHEMAS[table];
-  const cells = rows.map((r) => columns.map((c) => cellText(r[c])));
-  const align = columns.map((c) => {
-    const type = schema.byName.get(c)?.type;
-    return type !== undefined && NUMERIC.has(type) ? 'right' : 'left';
-  });
-  const asGrid = grid(columns, cells, width, align);
-  if (asGrid !== null) return asGrid;
-  return cells
-    .map((r, i) =>
-      panel(
-        `row ${i + 1}`,
-        columns.map((c, j) => [c, r[j]!] as const),
-        width,
-      ),
-    )
-    .join('\n');
+  const text = (r: Record<string, unknown>, c: string) => oneLine(cellText(r[c]));
+  const natural = (c: string) => Math.max([...c].length, ...rows.map((r) => [...text(r, c)].length));
+  let shown = [...columns];
+  const hidden: string[] = [];
+  const fits = () => shown.reduce((a, c) => a + natural(c), 0) + 3 * shown.length + 1 <= width;
+  const empty = hideable.filter((c) => rows.every((r) => text(r, c) === ''));
+  for (const c of [...empty, ...hideable.filter((h) => !empty.includes(h))]) {
+    if (fits() || shown.length <= 2) break;
+    if (!shown.includes(c)) continue;
+    shown = shown.filter((x) => x !== c);
+    hidden.push(c);
+  }
+
+  const cells = rows.map((r) => shown.map((c) => cellText(r[c])));
+  const types = shown.map((c) => schema.byName.get(c)?.type);
+  const align = types.map((t) => (t !== undefined && NUMERIC.has(t) ? 'right' : 'left'));
+  const keep = types.map((t) => t === 'timestamp');
+  const asGrid = grid(shown, cells, width, align, keep);
+  if (asGrid !== null) return { text: asGrid, hidden };
+  return {
+    text: cells
+      .map((r, i) =>
+        panel(
+          `row ${i + 1}`,
+          shown.map((c, j) => [c, r[j]!] as const),
+          width,
+        ),
+      )
+      .join('\n'),
+    hidden,
+  };
 }
 
 export async function viewCommand(flags: ViewFlags): Promise<void> {
@@ -147,9 +183,21 @@ export async function viewCommand(flags: ViewFlags): Promise<void> {
     process.stdout.write(`no rows in ${table}${range} (instance '${layout.instanceId}')\n`);
     return;
   }
-  const shown = rows.map((r) => read.rowToJson(r, table));
-  process.stdout.write(`${renderRows(table, columns, shown)}\n`);
+  const json = rows.map((r) => read.rowToJson(r, table));
+  const { text, hidden } = renderRows(
+    table,
+    columns,
+    json,
+    outputWidth(),
+    flags.select ? [] : HIDE_FIRST[table],
+  );
+  process.stdout.write(`${text}\n`);
   process.stdout.write(
     `${rows.length} newest row${rows.length === 1 ? '' : 's'} of ${table}${range}, newest first (instance '${layout.instanceId}')\n`,
   );
+  if (hidden.length > 0) {
+    process.stdout.write(
+      `not shown for lack of width: ${hidden.join(', ')} (choose columns with --select)\n`,
+    );
+  }
 }

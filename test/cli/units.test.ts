@@ -130,13 +130,58 @@ describe('rendering', () => {
     assert.equal(truncate('abc', 4), 'abc');
   });
 
-  test('columns that fit keep their width; wide ones share the rest; too many give null', () => {
+  test('columns that fit keep their width; the widest are cut to a common cap; too many give null', () => {
     assert.deepEqual(fitColumns([5, 10], [5, 5], 80), [5, 10]);
     const w = fitColumns([26, 200, 8], [8, 4, 6], 80)!;
     assert.equal(w[0], 26);
     assert.equal(w[2], 8);
     assert.equal(w.reduce((a, b) => a + b, 0) + 3 * 3 + 1, 80);
+    // Two wide columns are cut to the same width.
+    assert.deepEqual(fitColumns([50, 50, 4], [4, 4, 4], 71), [29, 28, 4]);
     assert.equal(fitColumns(Array(20).fill(30), Array(20).fill(10), 60), null);
+  });
+
+  test('kept columns (timestamps) are cut only when the others cannot give enough', () => {
+    // Without keep the 27-wide timestamp would be cut like the 30-wide column.
+    assert.deepEqual(fitColumns([27, 30, 5], [8, 4, 5], 60), [23, 22, 5]);
+    assert.deepEqual(fitColumns([27, 30, 5], [8, 4, 5], 60, [true, false, false]), [27, 18, 5]);
+    assert.deepEqual(fitColumns([27, 20, 20], [8, 4, 4], 60), [17, 17, 16]);
+    assert.deepEqual(fitColumns([27, 20, 20], [8, 4, 4], 60, [true]), [27, 12, 11]);
+    // Not enough even so: the kept column gives way too.
+    const w = fitColumns([27, 20, 20], [8, 6, 6], 30, [true])!;
+    assert.equal(w.reduce((a, b) => a + b, 0) + 10, 30);
+    assert.ok(w[0]! < 27);
+  });
+
+  test('fitted widths always fill the table exactly and respect the minimums', () => {
+    let seed = 7;
+    const rand = (n: number) => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      return seed % n;
+    };
+    for (let k = 0; k < 500; k++) {
+      const n = 1 + rand(9);
+      const natural = Array.from({ length: n }, () => 1 + rand(80));
+      const header = Array.from({ length: n }, () => 1 + rand(15));
+      const keep = Array.from({ length: n }, () => rand(4) === 0);
+      const total = 20 + rand(200);
+      const w = fitColumns(natural, header, total, keep);
+      const budget = total - (3 * n + 1);
+      if (natural.reduce((a, b) => a + b, 0) <= budget) {
+        assert.deepEqual(w, natural);
+        continue;
+      }
+      if (w === null) continue;
+      assert.equal(
+        w.reduce((a, b) => a + b, 0),
+        budget,
+        JSON.stringify({ natural, header, total, w }),
+      );
+      w.forEach((x, i) => {
+        assert.ok(x <= natural[i]!);
+        assert.ok(x >= Math.min(natural[i]!, 6));
+      });
+    }
   });
 
   test('a grid never exceeds the width', () => {
@@ -158,13 +203,44 @@ describe('rendering', () => {
       },
     ];
     const wide = renderRows('logs', ['event_ts', 'service_name', 'severity_text', 'body'], rows, 120);
-    assert.match(wide, /event_ts.*service_name.*severity_text.*body/);
-    assert.match(wide, /checkout/);
-    assert.match(wide, /paid\\nok/);
+    assert.deepEqual(wide.hidden, []);
+    assert.match(wide.text, /event_ts.*service_name.*severity_text.*body/);
+    assert.match(wide.text, /checkout/);
+    assert.match(wide.text, /paid\\nok/);
     const all = SCHEMAS.logs.columns.map((c) => c.name);
     const narrow = renderRows('logs', all, rows, 60);
-    assert.match(narrow, /row 1/);
-    assert.match(narrow, /│ body\s+│ paid\\nok/);
+    assert.match(narrow.text, /row 1/);
+    assert.match(narrow.text, /│ body\s+│ paid\\nok/);
+  });
+
+  test('on a narrow terminal, empty and then optional default columns are left out', () => {
+    const rows = [
+      {
+        event_ts: '2024-06-10T08:00:00.123456Z',
+        service_name: 'checkout',
+        severity_text: 'INFO',
+        body: 'payment accepted',
+        trace_id: '',
+        span_id: 'aaaaaaaaaaaaaaaa',
+      },
+    ];
+    const columns = ['event_ts', 'service_name', 'severity_text', 'body', 'trace_id', 'span_id'];
+    const wide = renderRows('logs', columns, rows, 160, ['span_id', 'trace_id']);
+    assert.deepEqual(wide.hidden, []);
+    const mid = renderRows('logs', columns, rows, 100, ['span_id', 'trace_id']);
+    assert.deepEqual(mid.hidden, ['trace_id'], 'the empty column goes first');
+    assert.match(mid.text, /aaaaaaaaaaaaaaaa/);
+    const narrow = renderRows('logs', columns, rows, 85, ['span_id', 'trace_id']);
+    assert.deepEqual(narrow.hidden, ['trace_id', 'span_id']);
+    assert.match(narrow.text, /2024-06-10T08:00:00\.123456Z/, 'the timestamp is not cut');
+    assert.match(narrow.text, /payment accepted/);
+    for (const line of narrow.text.split('\n')) assert.ok([...line].length <= 85);
+    // Narrower still: hiding stops at the optional columns, then cells are cut (never the time first).
+    const tight = renderRows('logs', columns, rows, 70, ['span_id', 'trace_id']);
+    assert.deepEqual(tight.hidden, ['trace_id', 'span_id']);
+    assert.match(tight.text, /2024-06-10T08:00:00\.123456Z/);
+    assert.match(tight.text, /…/);
+    for (const line of tight.text.split('\n')) assert.ok([...line].length <= 70);
   });
 
   test('default columns exist in their tables', () => {
