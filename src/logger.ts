@@ -9,7 +9,7 @@ import { Aggregator, type AggregatorStats, type TableWriter } from './pipeline/a
 import { Producer, type ProducerStats } from './pipeline/producer.ts';
 import { type ReadQuery, readTable } from './read/query.ts';
 import { type Row, SCHEMAS, TABLE_NAMES, type TableName } from './schema/tables.ts';
-import { normalizeRow, type ValidationSettings, validationSettings } from './schema/validate.ts';
+import { RowNormalizer, type RowValues, validationSettings } from './schema/validate.ts';
 import { appendDayPhase, readDayPhases } from './storage/days-index.ts';
 import { DEFAULT_DIR, DEFAULT_INSTANCE_ID, InstanceLayout } from './storage/layout.ts';
 import { type LoggerOptions, type PartialOptions, resolveOptions, saveOptions } from './storage/options.ts';
@@ -79,7 +79,7 @@ export class Logger {
   private opts: LoggerOptions | null = null;
   private producer: Producer | null = null;
   private aggregator: Aggregator | null = null;
-  private validation: ValidationSettings | null = null;
+  private normalizers: Record<TableName, RowNormalizer> | null = null;
   private readonly tables = new Map<string, Promise<DeltaTable>>();
   private readonly clock: () => number;
   private readonly init: LoggerInit;
@@ -114,7 +114,10 @@ export class Logger {
     await saveOptions(this.layout.optionsFile, opts);
     this.opts = opts;
     await mkdir(this.layout.daysDir, { recursive: true });
-    this.validation = validationSettings(opts.producer_config, opts.aggregator_config.strict_df);
+    const settings = validationSettings(opts.producer_config, opts.aggregator_config.strict_df);
+    this.normalizers = Object.fromEntries(
+      TABLE_NAMES.map((t) => [t, new RowNormalizer(SCHEMAS[t], settings)]),
+    ) as Record<TableName, RowNormalizer>;
     const p = opts.producer_config;
     this.producer = new Producer(p.max_queue_size, p.drop_policy, p.block_timeout_s * 1000, this.clock);
     for (const line of await readDayPhases(this.layout.daysIndex)) this.openedDays.add(line.day);
@@ -182,12 +185,12 @@ export class Logger {
   async ingestLog(row: Row): Promise<IngestTuple> {
     if (!this.aggregator) await this.ready;
     if (this.state !== 'running') return [false, this.state === 'created' ? 'not_started' : 'stopped'];
-    const r = normalizeRow(SCHEMAS.logs, row, this.validation!);
-    if (!r.ok) {
-      this.producer!.countRejected(r.reason);
-      return [false, r.reason];
+    const r = this.normalizers!.logs.normalize(row);
+    if (typeof r === 'string') {
+      this.producer!.countRejected(r);
+      return [false, r];
     }
-    const outcome = await this.producer!.enqueue('logs', [r.row]);
+    const outcome = await this.producer!.enqueue('logs', [r]);
     return outcome === 'enqueued' ? OK : [false, outcome];
   }
 
@@ -215,16 +218,17 @@ export class Logger {
       result.firstError = this.state === 'created' ? 'not_started' : 'stopped';
       return result;
     }
-    const schema = SCHEMAS[table];
-    const valid: Row[] = [];
+    const normalizer = this.normalizers![table];
+    if (!normalizer) throw new TypeError(`unknown table ${JSON.stringify(table)}`);
+    const valid: RowValues[] = [];
     for (const row of rows) {
-      const r = normalizeRow(schema, row, this.validation!);
-      if (r.ok) valid.push(r.row);
+      const r = normalizer.normalize(row);
+      if (typeof r !== 'string') valid.push(r);
       else {
         result.rejected++;
-        result.reasons[r.reason] = (result.reasons[r.reason] ?? 0) + 1;
-        result.firstError ??= r.reason;
-        this.producer!.countRejected(r.reason);
+        result.reasons[r] = (result.reasons[r] ?? 0) + 1;
+        result.firstError ??= r;
+        this.producer!.countRejected(r);
       }
     }
     const outcome = await this.producer!.enqueue(table, valid, opts.waitMs);

@@ -130,10 +130,17 @@ export class BatchBuilder {
   }
 
   push(row: Row): void {
+    this.pushValues(this.cols.map((c) => row[c.def.name]));
+  }
+
+  /** Appends one row given as values in schema column order (the ingest path). */
+  pushValues(values: readonly unknown[]): void {
     if (this.length === this.capacity) this.grow();
     const i = this.length++;
-    for (const c of this.cols) {
-      const v = row[c.def.name];
+    const cols = this.cols;
+    for (let j = 0; j < cols.length; j++) {
+      const c = cols[j]!;
+      const v = values[j];
       if (c.items) {
         if (v === null || v === undefined) {
           c.items.push(null);

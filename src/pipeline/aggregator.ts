@@ -38,8 +38,6 @@ interface Slot {
   oldestAt: number;
   /** Rows handed to the writer and not yet committed. */
   writingRows: number;
-  /** Writes of one table and day are committed in order. */
-  tail: Promise<void>;
   writer: Promise<TableWriter> | null;
 }
 
@@ -99,7 +97,7 @@ export class Aggregator {
       for (const q of chunk) {
         const slot = this.slot(q.table, q.day);
         if (slot.builder.size === 0) slot.oldestAt = this.clock();
-        slot.builder.push(q.row);
+        slot.builder.pushValues(q.values);
         this.held++;
         if (slot.builder.size >= this.cfg.max_batch_rows) this.flush(slot);
       }
@@ -131,7 +129,6 @@ export class Aggregator {
         builder: new BatchBuilder(SCHEMAS[table], Math.min(this.cfg.max_batch_rows, 4096)),
         oldestAt: 0,
         writingRows: 0,
-        tail: Promise.resolve(),
         writer: null,
       };
       this.slots.set(key, s);
@@ -139,14 +136,16 @@ export class Aggregator {
     return s;
   }
 
-  /** Hands the slot's building batch to its writer (after the slot's previous writes). */
+  /**
+   * Hands the slot's building batch to its writer. Writes are not chained: the table writes
+   * Parquet files in parallel and commits them in call order.
+   */
   private flush(slot: Slot): void {
     const n = slot.builder.size;
     if (n === 0) return;
     const batch = slot.builder.finish();
     slot.writingRows += n;
-    const write = slot.tail.then(() => this.write(slot, batch));
-    slot.tail = write;
+    const write = this.write(slot, batch);
     this.inFlight.add(write);
     void write.finally(() => {
       this.inFlight.delete(write);
@@ -209,7 +208,7 @@ export class Aggregator {
     for (const q of this.producer.take(Number.POSITIVE_INFINITY)) {
       const slot = this.slot(q.table, q.day);
       if (slot.builder.size === 0) slot.oldestAt = this.clock();
-      slot.builder.push(q.row);
+      slot.builder.pushValues(q.values);
       this.held++;
       if (slot.builder.size >= this.cfg.max_batch_rows) this.flush(slot);
     }

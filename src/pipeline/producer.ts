@@ -3,13 +3,15 @@
 // When full, `drop_policy` decides: `block` makes producers wait (asynchronously) for room up to
 // a timeout, `drop_newest` refuses the incoming rows, `drop_oldest` evicts the oldest queued rows.
 
-import type { Row, TableName } from '../schema/tables.ts';
+import type { TableName } from '../schema/tables.ts';
+import type { RowValues } from '../schema/validate.ts';
 import type { DropPolicy } from '../storage/options.ts';
 
 export interface QueuedRow {
   table: TableName;
   day: string;
-  row: Row;
+  /** The normalized row, values in schema column order. */
+  values: RowValues;
 }
 
 export interface ProducerStats {
@@ -86,9 +88,19 @@ export class Producer {
     return this.limit;
   }
 
-  /** The UTC day of now, as captured for rows enqueued now. */
+  private dayStart = 0;
+  private dayEnd = 0;
+  private day = '';
+
+  /** The UTC day of now, as captured for rows enqueued now (formatted once per day). */
   today(): string {
-    return new Date(this.clock()).toISOString().slice(0, 10);
+    const now = this.clock();
+    if (now < this.dayStart || now >= this.dayEnd) {
+      this.dayStart = now - (((now % 86_400_000) + 86_400_000) % 86_400_000);
+      this.dayEnd = this.dayStart + 86_400_000;
+      this.day = new Date(this.dayStart).toISOString().slice(0, 10);
+    }
+    return this.day;
   }
 
   countRejected(reason: string, n = 1): void {
@@ -106,7 +118,7 @@ export class Producer {
    */
   async enqueue(
     table: TableName,
-    rows: readonly Row[],
+    rows: readonly RowValues[],
     waitMs = this.blockTimeoutMs,
   ): Promise<EnqueueOutcome> {
     if (this.closed) return 'stopped';
@@ -129,7 +141,7 @@ export class Producer {
       }
     }
     const day = this.today();
-    for (const row of rows) this.ring.push({ table, day, row });
+    for (const values of rows) this.ring.push({ table, day, values });
     this.accepted += n;
     this.onEnqueue();
     return 'enqueued';

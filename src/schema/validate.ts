@@ -158,75 +158,167 @@ function isMissing(v: unknown): boolean {
   return v === undefined || v === null || v === '';
 }
 
+/** A normalized row: one value per schema column, in schema order. */
+export type RowValues = unknown[];
+
+/**
+ * Validates and normalizes rows of one table. Rows come out positional (values in schema
+ * order): the queue and the batch builder index columns instead of looking names up per row.
+ */
+export class RowNormalizer {
+  private readonly schema: TableSchema;
+  private readonly s: ValidationSettings;
+  private readonly names: string[];
+  private readonly defs: readonly ColumnDef[];
+  private readonly fast: Uint8Array;
+  private readonly serviceIdx: number;
+  private readonly eventIdx: number;
+  private readonly projectIdx: number;
+  private readonly sourceIdx: number;
+  private readonly observedIdx: number;
+  private readonly startIdx: number;
+  private readonly endIdx: number;
+  private readonly durationIdx: number;
+  private readonly requiredIdx: number[];
+
+  constructor(schema: TableSchema, settings: ValidationSettings) {
+    this.schema = schema;
+    this.s = settings;
+    this.defs = schema.columns;
+    this.names = schema.columns.map((c) => c.name);
+    // The common case per type, checked inline before the general coercion.
+    this.fast = Uint8Array.from(
+      schema.columns,
+      (c) => FAST_KIND[typeof c.type === 'object' ? 'list' : c.type],
+    );
+    const idx = (name: string | null) => (name === null ? -1 : this.names.indexOf(name));
+    this.serviceIdx = idx('service_name');
+    this.eventIdx = idx('event_ts');
+    this.projectIdx = idx('project_id');
+    this.sourceIdx = idx(EVENT_TIME_SOURCE[schema.name]);
+    this.observedIdx = schema.name === 'logs' ? idx('observed_time_unix_nano') : -1;
+    this.startIdx = schema.name === 'spans' ? idx('start_time_unix_nano') : -1;
+    this.endIdx = schema.name === 'spans' ? idx('end_time_unix_nano') : -1;
+    this.durationIdx = schema.name === 'spans' ? idx('duration_ns') : -1;
+    // event_ts is computed: a missing input time is reported by its own name first.
+    this.requiredIdx = schema.columns.flatMap((c, i) => (c.required && c.name !== 'event_ts' ? [i] : []));
+  }
+
+  /** The row's values, or the rejection reason. The input is not modified. */
+  normalize(input: unknown): RowValues | string {
+    if (typeof input !== 'object' || input === null || Array.isArray(input)) return 'not_an_object';
+    const src = input as Row;
+    const s = this.s;
+    const names = this.names;
+    const n = names.length;
+    const out: RowValues = new Array(n);
+    let seen = 0;
+    for (let i = 0; i < n; i++) {
+      const v = src[names[i]!];
+      if (v === undefined || v === null) {
+        out[i] = null;
+        if (v === null) seen++;
+        continue;
+      }
+      seen++;
+      const f = this.fast[i];
+      if ((f === F_STRING && typeof v === 'string') || (f === F_DOUBLE && typeof v === 'number')) {
+        out[i] = v;
+        continue;
+      }
+      if (f === F_LONG && typeof v === 'bigint' && v >= INT64_MIN && v <= INT64_MAX) {
+        out[i] = v;
+        continue;
+      }
+      if (f === F_INTEGER && typeof v === 'number' && (v | 0) === v) {
+        out[i] = v;
+        continue;
+      }
+      const c = coerce(this.defs[i]!, v);
+      if (c === INVALID || c === RANGE) {
+        // With type validation off, a value that cannot be stored becomes null instead of failing the row.
+        if (!s.validateTypes) {
+          out[i] = null;
+          continue;
+        }
+        return `${c === RANGE ? 'out_of_range' : 'invalid_type'}:${names[i]}`;
+      }
+      out[i] = c;
+    }
+    // Keys the table has no column for (counted cheaply: only rows with extra keys are scanned).
+    if (s.strictColumns) {
+      let keys = 0;
+      for (const key in src) if (src[key] !== undefined) keys++;
+      if (keys !== seen) {
+        for (const key in src) {
+          if (src[key] !== undefined && !this.schema.byName.has(key)) return `unknown_column:${key}`;
+        }
+      }
+    }
+
+    // service_name: trimmed when normalizing; the default when missing.
+    let service = out[this.serviceIdx] as string | null;
+    if (service !== null && s.normalizeServiceName) service = service.trim();
+    out[this.serviceIdx] = isMissing(service) ? s.defaultServiceName : service;
+
+    this.computeDerived(out);
+
+    if (s.validateRequired) {
+      for (const i of this.requiredIdx) if (isMissing(out[i])) return `missing_required:${names[i]}`;
+    }
+    // The tenant key and the ordering time are stored in every row, whatever the settings.
+    if (isMissing(out[this.projectIdx])) return 'missing_required:project_id';
+    if (out[this.eventIdx] === null) return 'missing_required:event_ts';
+    return out;
+  }
+
+  /** event_ts from the table's nanosecond time (logs fall back to the observed time); span duration. */
+  private computeDerived(out: RowValues): void {
+    if (out[this.eventIdx] === null) {
+      let nanos = this.sourceIdx >= 0 ? (out[this.sourceIdx] as bigint | null) : null;
+      if (this.observedIdx >= 0 && (nanos === null || nanos === 0n)) {
+        nanos = (out[this.observedIdx] as bigint | null) ?? nanos;
+      }
+      if (nanos !== null) out[this.eventIdx] = floorDiv(nanos, 1000n);
+    }
+    if (this.durationIdx >= 0 && out[this.durationIdx] === null) {
+      const start = out[this.startIdx] as bigint | null;
+      const end = out[this.endIdx] as bigint | null;
+      if (start !== null && end !== null) out[this.durationIdx] = end - start;
+    }
+  }
+
+  /** Values back to a row object keyed by column name. */
+  toRow(values: RowValues): Row {
+    const row: Row = {};
+    for (let i = 0; i < this.names.length; i++) row[this.names[i]!] = values[i];
+    return row;
+  }
+}
+
+const F_OTHER = 0;
+const F_STRING = 1;
+const F_LONG = 2;
+const F_INTEGER = 3;
+const F_DOUBLE = 4;
+const FAST_KIND: Record<string, number> = {
+  string: F_STRING,
+  long: F_LONG,
+  timestamp: F_LONG,
+  integer: F_INTEGER,
+  double: F_DOUBLE,
+  boolean: F_OTHER,
+  list: F_OTHER,
+};
+
 /**
  * Validates and normalizes one row into a new object holding exactly the table's columns, each
  * value of its column's JS type (see ColumnDef). The input row is not modified.
  */
 export function normalizeRow(schema: TableSchema, input: unknown, s: ValidationSettings): ValidationResult {
-  if (typeof input !== 'object' || input === null || Array.isArray(input))
-    return { ok: false, reason: 'not_an_object' };
-  const src = input as Row;
-  if (s.strictColumns) {
-    for (const key in src) {
-      if (!schema.byName.has(key) && src[key] !== undefined)
-        return { ok: false, reason: `unknown_column:${key}` };
-    }
-  }
-  const row: Row = {};
-  for (const def of schema.columns) {
-    const v = src[def.name];
-    if (v === undefined || v === null) {
-      row[def.name] = null;
-      continue;
-    }
-    const c = coerce(def, v);
-    if (c === INVALID || c === RANGE) {
-      // With type validation off, a value that cannot be stored becomes null instead of failing the row.
-      if (!s.validateTypes) {
-        row[def.name] = null;
-        continue;
-      }
-      return { ok: false, reason: `${c === RANGE ? 'out_of_range' : 'invalid_type'}:${def.name}` };
-    }
-    row[def.name] = c;
-  }
-
-  // service_name: trimmed when normalizing; the default when missing.
-  let service = row['service_name'] as string | null;
-  if (service !== null && s.normalizeServiceName) service = service.trim();
-  row['service_name'] = isMissing(service) ? s.defaultServiceName : service;
-
-  computeDerived(schema, row);
-
-  if (s.validateRequired) {
-    // event_ts is computed: name the input column it missed instead (checked first, below).
-    for (const def of schema.columns) {
-      if (def.required && def.name !== 'event_ts' && isMissing(row[def.name])) {
-        return { ok: false, reason: `missing_required:${def.name}` };
-      }
-    }
-  }
-  // The tenant key and the ordering time are stored in every row, whatever the settings.
-  if (isMissing(row['project_id'])) return { ok: false, reason: 'missing_required:project_id' };
-  if (row['event_ts'] === null) return { ok: false, reason: 'missing_required:event_ts' };
-  return { ok: true, row };
-}
-
-/** event_ts from the table's nanosecond time (logs fall back to the observed time); span duration. */
-function computeDerived(schema: TableSchema, row: Row): void {
-  if (row['event_ts'] === null) {
-    const source = EVENT_TIME_SOURCE[schema.name];
-    let nanos = source ? (row[source] as bigint | null) : null;
-    if (schema.name === 'logs' && (nanos === null || nanos === 0n)) {
-      nanos = (row['observed_time_unix_nano'] as bigint | null) ?? nanos;
-    }
-    if (nanos !== null) row['event_ts'] = floorDiv(nanos, 1000n);
-  }
-  if (schema.name === 'spans' && row['duration_ns'] === null) {
-    const start = row['start_time_unix_nano'] as bigint | null;
-    const end = row['end_time_unix_nano'] as bigint | null;
-    if (start !== null && end !== null) row['duration_ns'] = end - start;
-  }
+  const n = new RowNormalizer(schema, s);
+  const r = n.normalize(input);
+  return typeof r === 'string' ? { ok: false, reason: r } : { ok: true, row: n.toRow(r) };
 }
 
 function floorDiv(a: bigint, b: bigint): bigint {

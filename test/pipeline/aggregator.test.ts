@@ -3,7 +3,7 @@ import { describe, it } from 'node:test';
 import type { ColumnBatch } from '../../src/delta/batch.ts';
 import { Aggregator, type TableWriter } from '../../src/pipeline/aggregator.ts';
 import { Producer } from '../../src/pipeline/producer.ts';
-import type { TableName } from '../../src/schema/tables.ts';
+import { SCHEMAS, type TableName } from '../../src/schema/tables.ts';
 import { defaultOptions } from '../../src/storage/options.ts';
 
 // An in-memory table writer: the aggregator's contract is "append batches in order"; the real
@@ -31,8 +31,12 @@ class MemoryTables {
   }
 }
 
+const names = SCHEMAS.logs.columns.map((c) => c.name);
 const logRows = (n: number, from = 0) =>
-  Array.from({ length: n }, (_, i) => ({ project_id: 'p', event_ts: 1n, time_unix_nano: BigInt(from + i) }));
+  Array.from({ length: n }, (_, i) => {
+    const row: Record<string, unknown> = { project_id: 'p', event_ts: 1n, time_unix_nano: BigInt(from + i) };
+    return names.map((name) => row[name] ?? null);
+  });
 
 function setup(over: Partial<ReturnType<typeof defaultOptions>['aggregator_config']> = {}, clock = Date.now) {
   const cfg = { ...defaultOptions().aggregator_config, ...over };
@@ -60,7 +64,7 @@ describe('Aggregator', () => {
     assert.deepEqual(sizes.slice(0, 2), [1000, 1000]);
     assert.deepEqual(
       tables.rows('logs/' + producer.today()),
-      logRows(2500).map((r) => r.time_unix_nano),
+      logRows(2500).map((r) => r[names.indexOf('time_unix_nano')]),
     );
     assert.equal(agg.stats().rows_written, 2500);
     await agg.close();

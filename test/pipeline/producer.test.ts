@@ -2,8 +2,8 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Producer } from '../../src/pipeline/producer.ts';
 
-const rows = (n: number, from = 0) => Array.from({ length: n }, (_, i) => ({ i: from + i }));
-const ids = (p: Producer) => p.take(Number.POSITIVE_INFINITY).map((q) => q.row['i']);
+const rows = (n: number, from = 0) => Array.from({ length: n }, (_, i) => [from + i]);
+const ids = (p: Producer) => p.take(Number.POSITIVE_INFINITY).map((q) => q.values[0]);
 
 describe('Producer', () => {
   it('drop_newest refuses whole groups that do not fit and counts them', async () => {
@@ -36,7 +36,7 @@ describe('Producer', () => {
     assert.equal(done, false);
     assert.equal(p.stats().blocked_producers, 1);
     assert.deepEqual(
-      p.take(1).map((q) => q.row['i']),
+      p.take(1).map((q) => q.values[0]),
       [0],
     );
     await new Promise((r) => setImmediate(r));
