@@ -11,7 +11,6 @@ import {
   bodyText,
   bool,
   double,
-  doubleJson,
   doubleList,
   fail,
   flags,
@@ -19,7 +18,9 @@ import {
   int32,
   int64,
   int64List,
-  intJson,
+  jsonDouble,
+  jsonInt,
+  keyValuesJs,
   list,
   type MapState,
   type Msg,
@@ -655,25 +656,22 @@ function summaryRow(m: MetricCols, p: Msg, st: MapState): Row {
 function exemplarsJson(v: unknown, st: MapState): string | null {
   const exemplars = items(v, 'exemplars');
   if (exemplars.length === 0) return null;
-  let out = '[';
+  const out = new Array<Record<string, unknown>>(exemplars.length);
   for (let i = 0; i < exemplars.length; i++) {
     const e = exemplars[i];
-    const time = int64(e.timeUnixNano ?? e.time_unix_nano, 'exemplar.timeUnixNano');
     const asDouble = e.asDouble ?? e.as_double;
     const asInt = asDouble == null ? (e.asInt ?? e.as_int) : null;
-    const traceId = id(e.traceId ?? e.trace_id, 16, 'exemplar.traceId', st);
-    const spanId = id(e.spanId ?? e.span_id, 8, 'exemplar.spanId', st);
-    out +=
-      (i === 0 ? '{' : ',{') +
-      `"filtered_attributes":${attributesJson(e.filteredAttributes ?? e.filtered_attributes)}` +
-      `,"time_unix_nano":"${time}"` +
-      (asDouble != null
-        ? `,"as_double":${doubleJson(double(asDouble, 'exemplar.asDouble'))}`
-        : asInt != null
-          ? `,"as_int":${intJson(asInt, 'exemplar.asInt')}`
-          : '') +
-      `,"trace_id":${traceId === null ? 'null' : `"${traceId}"`}` +
-      `,"span_id":${spanId === null ? 'null' : `"${spanId}"`}}`;
+    const x: Record<string, unknown> = {
+      filtered_attributes: keyValuesJs(
+        list(e.filteredAttributes ?? e.filtered_attributes, 'filteredAttributes'),
+      ),
+      time_unix_nano: String(int64(e.timeUnixNano ?? e.time_unix_nano, 'exemplar.timeUnixNano')),
+    };
+    if (asDouble != null) x.as_double = jsonDouble(double(asDouble, 'exemplar.asDouble'));
+    else if (asInt != null) x.as_int = jsonInt(asInt, 'exemplar.asInt');
+    x.trace_id = id(e.traceId ?? e.trace_id, 16, 'exemplar.traceId', st);
+    x.span_id = id(e.spanId ?? e.span_id, 8, 'exemplar.spanId', st);
+    out[i] = x;
   }
-  return out + ']';
+  return JSON.stringify(out);
 }

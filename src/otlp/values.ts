@@ -173,12 +173,8 @@ const ZERO32 = '0'.repeat(32);
 const ZERO16 = '0'.repeat(16);
 const BASE64 = /^[A-Za-z0-9+/_-]+={0,2}$/;
 
-const HEX_BYTE: string[] = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, '0'));
-
 function bytesToHex(b: Uint8Array): string {
-  let s = '';
-  for (let i = 0; i < b.length; i++) s += HEX_BYTE[b[i]!];
-  return s;
+  return (b instanceof Buffer ? b : Buffer.from(b.buffer, b.byteOffset, b.byteLength)).toString('hex');
 }
 
 /**
@@ -227,23 +223,25 @@ function invalidId(st: MapState): null {
 
 // --- attributes and AnyValue as JSON text ----------------------------------------------------
 
-/** A double as JSON: NaN and infinities as the strings "NaN", "Infinity", "-Infinity". */
-export function doubleJson(n: number): string {
-  if (Number.isFinite(n)) return String(n);
-  if (Number.isNaN(n)) return '"NaN"';
-  return n > 0 ? '"Infinity"' : '"-Infinity"';
+// Attribute maps and AnyValues are converted to plain JS values and serialized with
+// JSON.stringify: measured twice as fast as writing the JSON text by hand (bench/otlp-attributes.ts).
+// Consequence: integer-like keys ("0", "1") come first, as in any JS object.
+
+/** A double as a JSON value: NaN and infinities as the strings "NaN", "Infinity", "-Infinity". */
+export function jsonDouble(n: number): number | string {
+  return Number.isFinite(n) ? n : String(n);
 }
 
-/** An int64 as JSON: a number when |v| <= 2^53, else a decimal string. */
-export function intJson(v: unknown, field: string): string {
-  if (typeof v === 'number' && Number.isSafeInteger(v)) return String(v);
-  if (typeof v === 'string' && v.length < 16 && INT_RE.test(v)) return String(Number(v));
+/** An int64 as a JSON value: a number when |v| <= 2^53, else a decimal string. */
+export function jsonInt(v: unknown, field: string): number | string {
+  if (typeof v === 'number' && Number.isSafeInteger(v)) return v;
+  if (typeof v === 'string' && v.length < 16 && INT_RE.test(v)) return Number(v);
   if (typeof v === 'object' && v !== null && isLong(v)) {
     const n = v.high * 4294967296 + (v.low >>> 0);
-    if (Number.isSafeInteger(n)) return String(n);
+    if (Number.isSafeInteger(n)) return n;
   }
   const b = int64(v, field);
-  return b >= -SAFE_MAX && b <= SAFE_MAX ? String(b) : `"${b}"`;
+  return b >= -SAFE_MAX && b <= SAFE_MAX ? Number(b) : String(b);
 }
 
 function bytesBase64(v: unknown, field: string): string {
@@ -255,44 +253,35 @@ function bytesBase64(v: unknown, field: string): string {
   return fail(field, 'base64 bytes', v);
 }
 
-const keyCache = new Map<string, string>();
-
-function keyJson(key: string): string {
-  let s = keyCache.get(key);
-  if (s === undefined) {
-    s = JSON.stringify(key);
-    if (keyCache.size < 4096) keyCache.set(key, s);
+/** An AnyValue as a JSON value (null when no value is set). */
+export function anyValueJs(v: Msg): unknown {
+  if (v === undefined || v === null) return null;
+  if (typeof v !== 'object' || Array.isArray(v)) return fail('AnyValue', 'an object', v);
+  let x = v.stringValue ?? v.string_value;
+  if (x != null) return typeof x === 'string' ? x : fail('stringValue', 'a string', x);
+  x = v.intValue ?? v.int_value;
+  if (x != null) return jsonInt(x, 'intValue');
+  x = v.boolValue ?? v.bool_value;
+  if (x != null) return bool(x, 'boolValue');
+  x = v.doubleValue ?? v.double_value;
+  if (x != null) return jsonDouble(double(x, 'doubleValue'));
+  x = v.arrayValue ?? v.array_value;
+  if (x != null) {
+    const values = list(obj(x, 'arrayValue')?.values, 'arrayValue.values');
+    const out = new Array<unknown>(values.length);
+    for (let i = 0; i < values.length; i++) out[i] = anyValueJs(values[i]);
+    return out;
   }
-  return s;
+  x = v.kvlistValue ?? v.kvlist_value;
+  if (x != null) return keyValuesJs(list(obj(x, 'kvlistValue')?.values, 'kvlistValue.values'));
+  x = v.bytesValue ?? v.bytes_value;
+  if (x != null) return bytesBase64(x, 'bytesValue');
+  return null;
 }
 
 /** An AnyValue as JSON text ('null' when no value is set). */
 export function anyValueJson(v: Msg): string {
-  if (v === undefined || v === null) return 'null';
-  if (typeof v !== 'object' || Array.isArray(v)) return fail('AnyValue', 'an object', v);
-  let x = v.stringValue ?? v.string_value;
-  if (x != null) {
-    if (typeof x !== 'string') fail('stringValue', 'a string', x);
-    return JSON.stringify(x);
-  }
-  x = v.intValue ?? v.int_value;
-  if (x != null) return intJson(x, 'intValue');
-  x = v.boolValue ?? v.bool_value;
-  if (x != null) return bool(x, 'boolValue') ? 'true' : 'false';
-  x = v.doubleValue ?? v.double_value;
-  if (x != null) return doubleJson(double(x, 'doubleValue'));
-  x = v.arrayValue ?? v.array_value;
-  if (x != null) {
-    const values = list(obj(x, 'arrayValue')?.values, 'arrayValue.values');
-    let out = '[';
-    for (let i = 0; i < values.length; i++) out += (i === 0 ? '' : ',') + anyValueJson(values[i]);
-    return out + ']';
-  }
-  x = v.kvlistValue ?? v.kvlist_value;
-  if (x != null) return attributesJson(obj(x, 'kvlistValue')?.values);
-  x = v.bytesValue ?? v.bytes_value;
-  if (x != null) return `"${bytesBase64(x, 'bytesValue')}"`;
-  return 'null';
+  return JSON.stringify(anyValueJs(v));
 }
 
 /** A log body: a string value as is, any other value as its JSON, null when absent. */
@@ -300,12 +289,9 @@ export function bodyText(v: Msg): string | null {
   if (v === undefined || v === null) return null;
   const s = typeof v === 'object' ? (v.stringValue ?? v.string_value) : undefined;
   if (typeof s === 'string') return s;
-  const json = anyValueJson(v);
-  return json === 'null' ? null : json;
+  const value = anyValueJs(v);
+  return value === null ? null : JSON.stringify(value);
 }
-
-// Attribute lists are short: a quadratic scan for a later duplicate beats building a set.
-const DUPLICATE_SCAN_LIMIT = 32;
 
 function keyOf(kv: Msg): string {
   if (typeof kv !== 'object' || kv === null) return fail('attribute', 'an object', kv);
@@ -315,33 +301,25 @@ function keyOf(kv: Msg): string {
   return fail('attribute key', 'a string', k);
 }
 
-/** A list of KeyValue as a JSON object text; '{}' when empty. Duplicate keys: the last wins. */
-export function attributesJson(v: unknown): string {
-  const kvs = list(v, 'attributes');
-  const n = kvs.length;
-  if (n === 0) return '{}';
-  let lastIndex: Map<string, number> | null = null;
-  if (n > DUPLICATE_SCAN_LIMIT) {
-    lastIndex = new Map();
-    for (let i = 0; i < n; i++) lastIndex.set(keyOf(kvs[i]), i);
-  }
-  let out = '{';
-  let first = true;
-  for (let i = 0; i < n; i++) {
+/** A KeyValue list as a plain object; a repeated key keeps its last value. */
+export function keyValuesJs(kvs: readonly Msg[]): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (let i = 0; i < kvs.length; i++) {
     const kv = kvs[i];
     const key = keyOf(kv);
-    if (lastIndex !== null) {
-      if (lastIndex.get(key) !== i) continue;
-    } else if (hasLaterKey(kvs, i, key)) continue;
-    out += (first ? '' : ',') + keyJson(key) + ':' + anyValueJson(kv.value);
-    first = false;
+    const value = anyValueJs(kv.value);
+    if (key === '__proto__') {
+      Object.defineProperty(out, key, { value, enumerable: true, writable: true, configurable: true });
+    } else out[key] = value;
   }
-  return out + '}';
+  return out;
 }
 
-function hasLaterKey(kvs: readonly Msg[], i: number, key: string): boolean {
-  for (let j = i + 1; j < kvs.length; j++) if (keyOf(kvs[j]) === key) return true;
-  return false;
+/** A list of KeyValue as a JSON object text; '{}' when empty. Duplicate keys: the last wins. */
+export function attributesJson(v: unknown): string {
+  if (v === undefined || v === null) return '{}';
+  const kvs = list(v, 'attributes');
+  return kvs.length === 0 ? '{}' : JSON.stringify(keyValuesJs(kvs));
 }
 
 /** The string value of one attribute (last occurrence), or null. */

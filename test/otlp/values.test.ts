@@ -441,7 +441,21 @@ test('malformed bodies throw OtlpDecodeError with a useful message', async () =>
 
 test('duplicate attribute keys: the last one wins, short and long lists', () => {
   const short = [attr('a', { intValue: 1 }), attr('b', { intValue: 2 }), attr('a', { intValue: 3 })];
-  assert.equal(oneLog({ attributes: short }).row.attributes, '{"b":2,"a":3}');
+  const text = oneLog({ attributes: short }).row.attributes as string;
+  assert.deepEqual(JSON.parse(text), { a: 3, b: 2 });
+  assert.equal(text.match(/"a"/g)?.length, 1);
+  // Keys that are special to JS objects stay plain keys.
+  const special = [
+    attr('__proto__', { stringValue: 'p' }),
+    attr('0', { intValue: 0 }),
+    attr('constructor', {}),
+  ];
+  const specialJson = JSON.parse(oneLog({ attributes: special }).row.attributes as string);
+  assert.deepEqual(Object.entries(specialJson).sort(), [
+    ['0', 0],
+    ['__proto__', 'p'],
+    ['constructor', null],
+  ]);
   const long = Array.from({ length: 40 }, (_, i) => attr(`k${i % 20}`, { intValue: i }));
   const parsed = JSON.parse(oneLog({ attributes: long }).row.attributes as string);
   assert.equal(Object.keys(parsed).length, 20);
