@@ -1,0 +1,361 @@
+// Server load benchmark: a load generator sends realistic OTLP/HTTP requests (100 spans or log
+// records each, HTTP-service attributes) over N keep-alive connections to an otelake server running
+// in a separate process (runServer), in JSON and protobuf, with and without gzip.
+//
+// For each scenario it measures, after a warm-up:
+//   - sustained throughput: rows committed to Delta tables (healthz aggregator.rows_written) per second,
+//     converted to spans/s or log records/s (span events are committed rows too, counted apart);
+//   - request latency p50/p99 at full load (closed loop: each connection sends its next request
+//     when the previous one is answered);
+//   - request latency p50/p99 at half the measured rate (open loop, measured from the scheduled
+//     send time, so a stall is not hidden);
+//   - the server process's peak RSS (VmHWM).
+// Request bodies are encoded (and gzipped) before the clock starts: the generator only sends.
+//
+// Usage: node bench/server-load.ts [--seconds 10] [--warmup 3] [--connections 8]
+//          [--scenarios spans-json,spans-proto,logs-json,logs-proto] [--gzip off,on]
+//          [--max-batch-rows 50000] [--no-half]
+
+import { spawn } from 'node:child_process';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { Agent, request } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { parseArgs } from 'node:util';
+import { gzipSync } from 'node:zlib';
+import { loadProtobuf, type Signal } from '../src/otlp/index.ts';
+import type { PartialOptions } from '../src/storage/options.ts';
+import { logsRequest, tracesRequest } from './otlp-payloads.ts';
+
+const ITEMS_PER_REQUEST = 100;
+const DISTINCT_BODIES = 32;
+
+// --- server child -------------------------------------------------------------------------------
+
+if (process.argv[2] === '--serve') {
+  const { runServer } = await import('../src/server/index.ts');
+  const [dir, options] = process.argv.slice(3);
+  const running = await runServer({
+    dir: dir!,
+    instanceId: 'bench',
+    host: '127.0.0.1',
+    port: 0,
+    options: JSON.parse(options!) as PartialOptions,
+    log: { level: 'warn' },
+  });
+  process.stdout.write(`${JSON.stringify({ url: running.url })}\n`);
+} else {
+  await main();
+}
+
+// --- driver -------------------------------------------------------------------------------------
+
+interface Scenario {
+  name: string;
+  signal: Signal;
+  format: 'json' | 'protobuf';
+  gzip: boolean;
+}
+
+interface Body {
+  bytes: Buffer;
+  headers: Record<string, string>;
+}
+
+function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+/** OTLP JSON ids are hex; protobuf wants bytes. */
+function hexIdsToBytes(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(hexIdsToBytes);
+  if (value === null || typeof value !== 'object') return value;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(value)) {
+    if ((k === 'traceId' || k === 'spanId' || k === 'parentSpanId') && typeof v === 'string') {
+      out[k] = Buffer.from(v, 'hex');
+    } else out[k] = hexIdsToBytes(v);
+  }
+  return out;
+}
+
+async function buildBodies(
+  s: Scenario,
+): Promise<{ bodies: Body[]; rowsPerRequest: number; itemsPerRequest: number }> {
+  const proto = s.format === 'protobuf' ? await loadProtobuf() : null;
+  if (s.format === 'protobuf' && !proto) throw new Error('protobuf scenarios need protobufjs');
+  const bodies: Body[] = [];
+  let rowsPerRequest = 0;
+  for (let i = 0; i < DISTINCT_BODIES; i++) {
+    const seed = 1 + i * 7;
+    const msg =
+      s.signal === 'traces' ? tracesRequest(ITEMS_PER_REQUEST, seed) : logsRequest(ITEMS_PER_REQUEST, seed);
+    if (i === 0) {
+      rowsPerRequest =
+        s.signal === 'traces'
+          ? ITEMS_PER_REQUEST +
+            (msg as ReturnType<typeof tracesRequest>).resourceSpans[0]!.scopeSpans[0]!.spans.reduce(
+              (n, sp) => n + sp.events.length,
+              0,
+            )
+          : ITEMS_PER_REQUEST;
+    }
+    let bytes: Buffer;
+    if (proto) {
+      const type = proto.requestType(s.signal);
+      bytes = Buffer.from(
+        type.encode(type.fromObject(hexIdsToBytes(msg) as Record<string, unknown>)).finish(),
+      );
+    } else bytes = Buffer.from(JSON.stringify(msg));
+    const headers: Record<string, string> = {
+      'content-type': s.format === 'json' ? 'application/json' : 'application/x-protobuf',
+      'x-project-id': 'bench',
+    };
+    if (s.gzip) {
+      bytes = gzipSync(bytes, { level: 6 });
+      headers['content-encoding'] = 'gzip';
+    }
+    headers['content-length'] = String(bytes.length);
+    bodies.push({ bytes, headers });
+  }
+  return { bodies, rowsPerRequest, itemsPerRequest: ITEMS_PER_REQUEST };
+}
+
+function send(agent: Agent, url: URL, path: string, body: Body): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const req = request(
+      { agent, host: url.hostname, port: url.port, path, method: 'POST', headers: body.headers },
+      (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode ?? 0));
+      },
+    );
+    req.on('error', reject);
+    req.end(body.bytes);
+  });
+}
+
+async function rowsWritten(url: string): Promise<number> {
+  const res = await fetch(`${url}/healthz`);
+  const h = (await res.json()) as { aggregator: { rows_written: number } };
+  return h.aggregator.rows_written;
+}
+
+async function startServer(
+  options: PartialOptions,
+): Promise<{ url: string; pid: number; stop(): Promise<void> }> {
+  const dir = await mkdtemp(join(tmpdir(), 'otelake-bench-server-'));
+  // BENCH_SERVER_FLAGS: extra node flags for the server, e.g. "--cpu-prof" to profile it.
+  const flags = (process.env['BENCH_SERVER_FLAGS'] ?? '').split(' ').filter(Boolean);
+  const child = spawn(
+    process.execPath,
+    [...flags, new URL(import.meta.url).pathname, '--serve', dir, JSON.stringify(options)],
+    {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  );
+  const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+  const url = await new Promise<string>((resolve, reject) => {
+    createInterface({ input: child.stdout! }).once('line', (line) =>
+      resolve((JSON.parse(line) as { url: string }).url),
+    );
+    child.once('exit', () => reject(new Error('server exited before listening')));
+  });
+  return {
+    url,
+    pid: child.pid!,
+    async stop() {
+      child.kill('SIGTERM');
+      const code = await exited;
+      await rm(dir, { recursive: true, force: true });
+      if (code !== 0) throw new Error(`server exited with ${code}`);
+    },
+  };
+}
+
+async function peakRssMiB(pid: number): Promise<number> {
+  const status = await readFile(`/proc/${pid}/status`, 'utf8');
+  const kb = Number(/VmHWM:\s+(\d+) kB/.exec(status)?.[1] ?? Number.NaN);
+  return Math.round(kb / 1024);
+}
+
+interface PhaseResult {
+  requests: number;
+  statuses: Record<number, number>;
+  latencies: number[];
+}
+
+/** Closed loop: every connection sends its next request as soon as the previous one is answered. */
+async function closedLoop(
+  url: string,
+  bodies: Body[],
+  connections: number,
+  ms: number,
+  path: string,
+): Promise<PhaseResult> {
+  const agent = new Agent({ keepAlive: true, maxSockets: connections });
+  const target = new URL(url);
+  const out: PhaseResult = { requests: 0, statuses: {}, latencies: [] };
+  const end = performance.now() + ms;
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: connections }, async () => {
+      while (performance.now() < end) {
+        const body = bodies[next++ % bodies.length]!;
+        const t0 = performance.now();
+        const status = await send(agent, target, path, body);
+        out.latencies.push(performance.now() - t0);
+        out.statuses[status] = (out.statuses[status] ?? 0) + 1;
+        out.requests++;
+        // A full queue answers 503 at once: back off instead of spinning.
+        if (status === 503) await new Promise((r) => setTimeout(r, 50));
+      }
+    }),
+  );
+  agent.destroy();
+  return out;
+}
+
+/** Open loop at a fixed request rate; latency counts from the scheduled send time. */
+async function openLoop(
+  url: string,
+  bodies: Body[],
+  connections: number,
+  ms: number,
+  path: string,
+  rps: number,
+): Promise<PhaseResult> {
+  const agent = new Agent({ keepAlive: true, maxSockets: connections });
+  const target = new URL(url);
+  const out: PhaseResult = { requests: 0, statuses: {}, latencies: [] };
+  const interval = 1000 / rps;
+  const start = performance.now();
+  const total = Math.floor((ms / 1000) * rps);
+  const inflight: Promise<void>[] = [];
+  for (let i = 0; i < total; i++) {
+    const scheduled = start + i * interval;
+    const wait = scheduled - performance.now();
+    if (wait > 1) await new Promise((r) => setTimeout(r, wait));
+    const body = bodies[i % bodies.length]!;
+    inflight.push(
+      send(agent, target, path, body).then((status) => {
+        out.latencies.push(performance.now() - scheduled);
+        out.statuses[status] = (out.statuses[status] ?? 0) + 1;
+        out.requests++;
+      }),
+    );
+  }
+  await Promise.all(inflight);
+  agent.destroy();
+  return out;
+}
+
+async function waitDrained(url: string, expectRows: number, timeoutMs: number): Promise<number> {
+  const deadline = performance.now() + timeoutMs;
+  let written = await rowsWritten(url);
+  while (written < expectRows && performance.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 100));
+    written = await rowsWritten(url);
+  }
+  return written;
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      seconds: { type: 'string', default: '10' },
+      warmup: { type: 'string', default: '3' },
+      connections: { type: 'string', default: '8' },
+      scenarios: { type: 'string', default: 'spans-json,spans-proto,logs-json,logs-proto' },
+      gzip: { type: 'string', default: 'off,on' },
+      'max-batch-rows': { type: 'string', default: '50000' },
+      'no-half': { type: 'boolean', default: false },
+    },
+  });
+  const seconds = Number(values.seconds);
+  const warmup = Number(values.warmup);
+  const connections = Number(values.connections);
+  const maxBatchRows = Number(values['max-batch-rows']);
+  const options: PartialOptions = {
+    producer_config: { max_queue_size: 500_000, block_timeout_s: 5 },
+    aggregator_config: {
+      max_batch_rows: maxBatchRows,
+      min_batch_rows: Math.min(maxBatchRows, 5_000),
+      max_age_s: 1,
+    },
+  };
+  console.log(`server options: ${JSON.stringify(options)}`);
+  console.log(
+    `${connections} keep-alive connections, ${warmup} s warm-up, ${seconds} s measured, ${ITEMS_PER_REQUEST} items per request`,
+  );
+
+  const scenarios: Scenario[] = [];
+  for (const name of values.scenarios!.split(',')) {
+    const [kind, fmt] = name.split('-');
+    for (const g of values.gzip!.split(',')) {
+      scenarios.push({
+        name: `${name}${g === 'on' ? '-gzip' : ''}`,
+        signal: kind === 'spans' ? 'traces' : 'logs',
+        format: fmt === 'proto' ? 'protobuf' : 'json',
+        gzip: g === 'on',
+      });
+    }
+  }
+
+  const rows: string[][] = [];
+  for (const s of scenarios) {
+    const { bodies, rowsPerRequest, itemsPerRequest } = await buildBodies(s);
+    const avgBytes = Math.round(bodies.reduce((n, b) => n + b.bytes.length, 0) / bodies.length);
+    const server = await startServer(options);
+    const path = s.signal === 'traces' ? '/v1/traces' : '/v1/logs';
+    try {
+      await closedLoop(server.url, bodies, connections, warmup * 1000, path);
+      const w0 = await rowsWritten(server.url);
+      const t0 = performance.now();
+      const full = await closedLoop(server.url, bodies, connections, seconds * 1000, path);
+      const w1 = await rowsWritten(server.url);
+      const elapsed = (performance.now() - t0) / 1000;
+      const committedRows = (w1 - w0) / elapsed;
+      const itemsPerSec = committedRows * (itemsPerRequest / rowsPerRequest);
+      const accepted = full.statuses[200] ?? 0;
+      full.latencies.sort((a, b) => a - b);
+
+      let half: PhaseResult | null = null;
+      if (!values['no-half']) {
+        // Let the backlog of the full-load phase drain first.
+        const target = w0 + (await rowsWritten(server.url)) - w0;
+        await waitDrained(server.url, target, 10_000);
+        const rps = Math.max(1, committedRows / rowsPerRequest / 2);
+        half = await openLoop(server.url, bodies, connections, seconds * 1000, path, rps);
+        half.latencies.sort((a, b) => a - b);
+      }
+      const peak = await peakRssMiB(server.pid);
+      const line = [
+        s.name,
+        String(avgBytes),
+        Math.round(itemsPerSec).toLocaleString('en-US'),
+        Math.round((accepted * itemsPerRequest) / elapsed).toLocaleString('en-US'),
+        `${percentile(full.latencies, 50).toFixed(1)} / ${percentile(full.latencies, 99).toFixed(1)}`,
+        half
+          ? `${Math.round((half.requests * itemsPerRequest) / seconds).toLocaleString('en-US')}: ${percentile(half.latencies, 50).toFixed(1)} / ${percentile(half.latencies, 99).toFixed(1)}`
+          : '-',
+        String(peak),
+        Object.entries(full.statuses)
+          .map(([k, v]) => `${k}:${v}`)
+          .join(' '),
+      ];
+      rows.push(line);
+      console.log(line.join(' | '));
+    } finally {
+      await server.stop();
+    }
+  }
+  console.log('');
+  console.log(
+    '| scenario | body bytes | committed items/s | accepted items/s | full-load p50 / p99 ms | half rate items/s: p50 / p99 ms | server peak RSS MiB | statuses |',
+  );
+  console.log('|---|---|---|---|---|---|---|---|');
+  for (const r of rows) console.log(`| ${r.join(' | ')} |`);
+}
