@@ -284,7 +284,8 @@ export class RowNormalizer {
     if (this.durationIdx >= 0 && out[this.durationIdx] === null) {
       const start = out[this.startIdx] as bigint | null;
       const end = out[this.endIdx] as bigint | null;
-      if (start !== null && end !== null) out[this.durationIdx] = end - start;
+      // 0 is OTLP's "unset": an unfinished span has no duration.
+      if (start !== null && end !== null && start !== 0n && end !== 0n) out[this.durationIdx] = end - start;
     }
   }
 
