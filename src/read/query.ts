@@ -43,6 +43,9 @@ export async function closeReadWorkers(): Promise<void> {
   if (p) await p.close();
 }
 
+/** Listings tried when files vanish under a query (a writer compacting and vacuuming). */
+const MAX_ATTEMPTS = 3;
+
 /** A file listed as live was removed (vacuumed, compacted, day cleaned) before it was scanned. */
 function isVanishedFile(err: unknown): boolean {
   const message = err instanceof Error ? err.message : String(err);
@@ -62,7 +65,7 @@ async function runInWorker(q: NormalizedQuery, files: FileEntry[]): Promise<Row[
 /**
  * Reads rows of a table, newest first by event_ts. Tables are listed fresh for every query, so a
  * reader sees what a concurrent writer committed; a file vacuumed between listing and scanning
- * makes the query list again and retry once.
+ * makes the query list again and retry (up to MAX_ATTEMPTS listings).
  */
 export async function readTable(
   layout: InstanceLayout,
@@ -100,11 +103,12 @@ export async function readTable(
     return buildLazy(q, files);
   }
 
-  // A file vacuumed or compacted away between listing and scanning: list again, once.
-  try {
-    return await runInWorker(q, await resolveFiles(layout, q));
-  } catch (err) {
-    if (!isVanishedFile(err)) throw err;
-    return runInWorker(q, await resolveFiles(layout, q));
+  // A file vacuumed or compacted away between listing and scanning: list again and retry.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await runInWorker(q, await resolveFiles(layout, q));
+    } catch (err) {
+      if (attempt >= MAX_ATTEMPTS || !isVanishedFile(err)) throw err;
+    }
   }
 }

@@ -69,14 +69,14 @@ describe('reading while another process writes', () => {
         Array.from({ length: 20 }, (_, i) => BigInt(19 - i)),
       );
 
-      // When the files vanish again on the retry, the error surfaces.
+      // When the files vanish on every retry, the error surfaces after the last listing.
       listings = 0;
       readHooks.afterListing = async (files) => {
         listings++;
-        for (const f of files) await unlink(f.path);
+        for (const f of files) await unlink(f.path).catch(() => {});
       };
       await assert.rejects(readTable(layout, 'logs', {}), /No such file|os error 2|not found/i);
-      assert.equal(listings, 2);
+      assert.equal(listings, 3);
     } finally {
       readHooks.afterListing = undefined;
       await rm(dir, { recursive: true, force: true });
@@ -85,18 +85,19 @@ describe('reading while another process writes', () => {
 
   test('appends, compactions and zero-retention vacuums in another process never break a read', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'otelake-read-live-'));
+    let child: ReturnType<typeof spawn> | null = null;
     try {
       const layout = new InstanceLayout(dir, 'live');
-      const child = spawn(
+      child = spawn(
         process.execPath,
         [fileURLToPath(new URL('./writer-child.ts', import.meta.url)), dir, DAY, '60'],
         { stdio: ['ignore', 'pipe', 'inherit'] },
       );
       let out = '';
-      child.stdout.on('data', (d) => {
+      child.stdout!.on('data', (d) => {
         out += String(d);
       });
-      const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
+      const exited = new Promise<number | null>((resolve) => child!.on('exit', resolve));
       let running = true;
       void exited.then(() => {
         running = false;
@@ -122,6 +123,7 @@ describe('reading while another process writes', () => {
       assertNewestFirstAndUnique(final);
       assert.ok(reads > 3, `only ${reads} reads overlapped the writer`);
     } finally {
+      if (child && child.exitCode === null) child.kill();
       await rm(dir, { recursive: true, force: true });
     }
   });
@@ -153,14 +155,16 @@ describe('converting large results', () => {
       if (!done) setImmediate(tick);
     };
     setImmediate(tick);
+    const started = performance.now();
     const rows = await rowsFromIpc(ipc);
+    const total = performance.now() - started;
     done = true;
     assert.equal(rows.length, n);
     assert.equal(rows[n - 1]!.v, 2n ** 62n + BigInt(n - 1) * 3n - 5n);
     assert.equal(rows[7]!.s, null);
     assert.equal(rows[8]!.s, 'text 8');
     assert.ok(ticks > 5, `the loop turned only ${ticks} times during the conversion`);
-    // generous: a machine shared with other work may delay any turn
-    assert.ok(longest < 250, `the loop was held ${longest.toFixed(0)} ms`);
+    // Relative, not absolute: a garbage collection or a busy shared machine may delay any turn.
+    assert.ok(longest < total / 3, `the loop was held ${longest.toFixed(0)} ms of ${total.toFixed(0)} ms`);
   });
 });
