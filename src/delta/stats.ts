@@ -180,8 +180,9 @@ function columnStats(name: string, col: ColumnData, n: number, out: FileStats): 
       out.nullCount[name] = nulls;
       // NaN orders differently across engines and infinities have no JSON form: leave those out.
       if (!seen || nan) return;
-      if (Number.isFinite(min)) out.minValues[name] = min;
-      if (Number.isFinite(max)) out.maxValues[name] = max;
+      // JSON has no -0: keep 0 so the in-memory stats equal the parsed ones.
+      if (Number.isFinite(min)) out.minValues[name] = min === 0 ? 0 : min;
+      if (Number.isFinite(max)) out.maxValues[name] = max === 0 ? 0 : max;
       return;
     }
     case 'string': {

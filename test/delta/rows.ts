@@ -119,15 +119,14 @@ export function makeRows(
 
 /** JSON-safe form: int64 and timestamps as decimal strings, special doubles as strings. */
 export function rowToJson(schema: TableSchema, row: Row): Record<string, unknown> {
+  const scalar = (v: unknown): unknown => {
+    if (v === null || v === undefined) return null;
+    if (typeof v === 'bigint') return v.toString();
+    if (typeof v === 'number') return Number.isFinite(v) ? (Object.is(v, -0) ? 0 : v) : String(v);
+    if (Array.isArray(v)) return v.map(scalar);
+    return v;
+  };
   const out: Record<string, unknown> = {};
-  for (const def of schema.columns) {
-    const v = row[def.name];
-    if (v === null || v === undefined) out[def.name] = null;
-    else if (typeof v === 'bigint') out[def.name] = v.toString();
-    else if (typeof v === 'number')
-      out[def.name] = Number.isFinite(v) ? (Object.is(v, -0) ? 0 : v) : String(v);
-    else if (Array.isArray(v)) out[def.name] = v.map((x) => (typeof x === 'bigint' ? x.toString() : x));
-    else out[def.name] = v;
-  }
+  for (const def of schema.columns) out[def.name] = scalar(row[def.name]);
   return out;
 }
