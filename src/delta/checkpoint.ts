@@ -208,6 +208,8 @@ export function decodeCheckpoint(bytes: Uint8Array): Action[] {
         if (kind !== 'txn' && value.path === null) continue;
       } else if (kind === 'metaData' && value.id === null) continue;
       else if (kind === 'protocol' && value.minReaderVersion === null) continue;
+      // Optional fields absent from the checkpoint's row are absent, as in a JSON commit.
+      for (const [k, x] of Object.entries(value)) if (x === null) delete value[k];
       out.push({ [kind]: value } as Action);
     }
   }

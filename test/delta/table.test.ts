@@ -1,0 +1,389 @@
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import {
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { checkpointFileName, commitFileName, LOG_DIR } from '../../src/delta/actions.ts';
+import { batchFromRows } from '../../src/delta/batch.ts';
+import { deltaSchemaString } from '../../src/delta/schema-string.ts';
+import { computeStats } from '../../src/delta/stats.ts';
+import { closeDeltaWorkers, type DeltaOptions, DeltaTable } from '../../src/delta/table.ts';
+import { type Row, SCHEMAS, type TableSchema } from '../../src/schema/tables.ts';
+import { readRows, sortRows } from './read.ts';
+import { makeRows, rowToJson } from './rows.ts';
+import { batchRows, CHILD_SCHEMA } from './writer-child.ts';
+
+const run = promisify(execFile);
+const CHILD = fileURLToPath(new URL('./writer-child.ts', import.meta.url));
+const LOGS = SCHEMAS.logs;
+const dirs: string[] = [];
+
+function tempDir(): string {
+  const d = mkdtempSync(join(tmpdir(), 'otelake-delta-'));
+  dirs.push(d);
+  return join(d, 'table');
+}
+
+after(async () => {
+  await closeDeltaWorkers();
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+
+function commitLines(dir: string, version: number): Record<string, Record<string, unknown>>[] {
+  return readFileSync(join(dir, LOG_DIR, commitFileName(version)), 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as Record<string, Record<string, unknown>>);
+}
+
+async function appendRows(t: DeltaTable, schema: TableSchema, rows: Row[]) {
+  return t.append(batchFromRows(schema, rows));
+}
+
+/** Everything a reader derives from the log (used to compare replay paths). */
+function snapshotOf(t: DeltaTable) {
+  return { version: t.version, files: t.files, rows: t.rowCount(), metadata: t.metadata };
+}
+
+test('create, append, open: exact rows, one file and one commit per batch', async () => {
+  const dir = tempDir();
+  const t = await DeltaTable.createOrOpen(dir, LOGS);
+  assert.equal(t.version, 0);
+  const first = commitLines(dir, 0);
+  assert.ok(first[0]!.commitInfo);
+  assert.deepEqual(first[1], { protocol: { minReaderVersion: 1, minWriterVersion: 2 } });
+  const meta = first[2]!.metaData!;
+  assert.equal(meta.schemaString, deltaSchemaString(LOGS));
+  assert.deepEqual(meta.format, { provider: 'parquet', options: {} });
+  assert.deepEqual(meta.partitionColumns, []);
+
+  const batches = [makeRows(LOGS, 10, 1, 0), makeRows(LOGS, 3, 2, 100), makeRows(LOGS, 17, 3, 200)];
+  for (const [i, rows] of batches.entries()) {
+    const r = await appendRows(t, LOGS, rows);
+    assert.equal(r.version, i + 1);
+    assert.equal(r.rows, rows.length);
+    assert.match(r.path, /\/part-[0-9a-f-]{36}\.zstd\.parquet$/);
+    const lines = commitLines(dir, r.version);
+    assert.equal(lines.length, 2);
+    assert.equal(lines[0]!.commitInfo!.operation, 'WRITE');
+    const add = lines[1]!.add!;
+    assert.equal(add.size, statSync(r.path).size);
+    assert.equal(add.dataChange, true);
+    assert.deepEqual(add.partitionValues, {});
+    const stats = JSON.parse(add.stats as string) as { numRecords: number };
+    assert.equal(stats.numRecords, rows.length);
+  }
+  assert.equal(t.files.length, 3);
+  assert.equal(t.rowCount(), 30);
+
+  const reader = await DeltaTable.open(dir);
+  assert.deepEqual(snapshotOf(reader), snapshotOf(t));
+  const expected = sortRows(batches.flat().map((r) => rowToJson(LOGS, r)));
+  assert.deepEqual(readRows(reader.liveFilePaths(), reader.schema), expected);
+  // The in-memory stats equal the stats of the file contents.
+  assert.deepEqual(reader.files[1]!.stats, computeStats(LOGS, batchFromRows(LOGS, batches[1]!)));
+  await t.close();
+});
+
+test('an empty batch commits nothing; a null in a non-nullable column is refused', async () => {
+  const dir = tempDir();
+  const t = await DeltaTable.createOrOpen(dir, LOGS);
+  assert.deepEqual(await appendRows(t, LOGS, []), { version: 0, path: '', rows: 0 });
+  const rows = makeRows(LOGS, 2, 1);
+  rows[1]!.event_ts = null;
+  assert.throws(() => t.append(batchFromRows(LOGS, rows)), /non-nullable column event_ts is null in row 1/);
+  assert.equal(t.version, 0);
+  assert.equal(readdirSync(dir).filter((f) => f.endsWith('.parquet')).length, 0);
+  await t.close();
+  assert.throws(() => t.append(batchFromRows(LOGS, makeRows(LOGS, 1, 1))), /closed/);
+});
+
+test('createOrOpen refuses an existing table with another schema', async () => {
+  const dir = tempDir();
+  await (await DeltaTable.createOrOpen(dir, LOGS)).close();
+  await assert.rejects(DeltaTable.createOrOpen(dir, SCHEMAS.spans), /different schema/);
+  const again = await DeltaTable.createOrOpen(dir, LOGS);
+  assert.equal(again.version, 0);
+});
+
+test('open of a folder without a log fails clearly', async () => {
+  await assert.rejects(DeltaTable.open(tempDir()), /not a Delta table/);
+});
+
+test('concurrent appends commit in call order; close waits for them', async () => {
+  const dir = tempDir();
+  const t = await DeltaTable.createOrOpen(dir, LOGS);
+  const pending = Array.from({ length: 8 }, (_, i) => appendRows(t, LOGS, makeRows(LOGS, 2, i, i * 10)));
+  await t.close();
+  assert.equal(t.version, 8);
+  const results = await Promise.all(pending);
+  assert.deepEqual(
+    results.map((r) => r.version),
+    [1, 2, 3, 4, 5, 6, 7, 8],
+  );
+  // File i of the log is batch i.
+  assert.deepEqual(
+    t.liveFilePaths(),
+    results.map((r) => r.path),
+  );
+});
+
+test('a stale writer hits EEXIST, re-reads the log and commits at the next version', async () => {
+  const dir = tempDir();
+  const a = await DeltaTable.createOrOpen(dir, LOGS);
+  const b = await DeltaTable.open(dir); // stale from here on
+  const rowsA = makeRows(LOGS, 4, 1, 0);
+  const rowsB = makeRows(LOGS, 5, 2, 100);
+  assert.equal((await appendRows(a, LOGS, rowsA)).version, 1);
+  assert.equal((await appendRows(a, LOGS, rowsA.slice(0, 1))).version, 2);
+  assert.equal(b.version, 0);
+  const rb = await appendRows(b, LOGS, rowsB);
+  assert.equal(rb.version, 3);
+  assert.equal(b.files.length, 3); // b caught up with a's two commits
+  await a.refresh();
+  assert.equal(a.version, 3);
+  assert.deepEqual(a.files, b.files);
+  // No temporary commit file is left behind.
+  assert.deepEqual(
+    readdirSync(join(dir, LOG_DIR)).filter((f) => f.endsWith('.tmp')),
+    [],
+  );
+  await a.close();
+  await b.close();
+});
+
+test('two processes appending at once: every commit lands exactly once', async () => {
+  const dir = tempDir();
+  const t = await DeltaTable.createOrOpen(dir, CHILD_SCHEMA);
+  const child = run(process.execPath, [CHILD, dir, '15', '1000'], { timeout: 120_000 });
+  const mine: number[] = [];
+  for (let b = 0; b < 15; b++) mine.push((await t.append(batchFromRows(CHILD_SCHEMA, batchRows(b)))).version);
+  const { stdout } = await child;
+  const theirs = stdout
+    .split('\n')
+    .filter((l) => l.startsWith('committed'))
+    .map((l) => Number(l.split(' ')[2]));
+  assert.equal(theirs.length, 15);
+  const all = [...mine, ...theirs].sort((x, y) => x - y);
+  assert.deepEqual(
+    all,
+    Array.from({ length: 30 }, (_, i) => i + 1),
+  );
+  await t.refresh();
+  const expected = sortRows(
+    [...Array.from({ length: 15 }, (_, b) => b), ...Array.from({ length: 15 }, (_, b) => 1000 + b)].flatMap(
+      (b) => batchRows(b).map((r) => rowToJson(CHILD_SCHEMA, r)),
+    ),
+  );
+  assert.deepEqual(readRows(t.liveFilePaths(), CHILD_SCHEMA), expected);
+  await t.close();
+});
+
+test('checkpoints: every N commits, and replay from any of them equals the full replay', async () => {
+  const dir = tempDir();
+  const opts: DeltaOptions = { checkpointInterval: 5 };
+  const t = await DeltaTable.createOrOpen(dir, SCHEMAS.metrics_hist, opts);
+  for (let i = 0; i < 12; i++)
+    await appendRows(t, SCHEMAS.metrics_hist, makeRows(SCHEMAS.metrics_hist, 3, i, i * 10));
+  const optimized = await t.optimize({ targetFileRows: 9 }); // removes in the log -> tombstones
+  assert.ok(optimized);
+  await t.close(); // waits for the background checkpoints
+  const logDir = join(dir, LOG_DIR);
+  assert.ok(existsSync(join(logDir, checkpointFileName(5))));
+  assert.ok(existsSync(join(logDir, checkpointFileName(10))));
+  assert.equal(JSON.parse(readFileSync(join(logDir, '_last_checkpoint'), 'utf8')).version, 10);
+  await t.checkpoint(); // on demand, of the current version (13)
+  const last = JSON.parse(readFileSync(join(logDir, '_last_checkpoint'), 'utf8'));
+  assert.equal(last.version, 13);
+  assert.equal(last.numOfAddFiles, t.files.length);
+  const want = snapshotOf(t);
+
+  const fromCheckpoint = await DeltaTable.open(dir);
+  assert.deepEqual(snapshotOf(fromCheckpoint), want);
+
+  // Stale _last_checkpoint (a crash between the checkpoint and its pointer): still the newest.
+  writeFileSync(join(logDir, '_last_checkpoint'), JSON.stringify({ version: 5, size: 1 }));
+  assert.deepEqual(snapshotOf(await DeltaTable.open(dir)), want);
+  // Garbage or a pointer to a missing checkpoint: ignored.
+  writeFileSync(join(logDir, '_last_checkpoint'), '{"version":');
+  assert.deepEqual(snapshotOf(await DeltaTable.open(dir)), want);
+  writeFileSync(join(logDir, '_last_checkpoint'), JSON.stringify({ version: 99, size: 1 }));
+  assert.deepEqual(snapshotOf(await DeltaTable.open(dir)), want);
+
+  // Without any checkpoint: the full JSON replay gives the same snapshot.
+  const saved = new Map<string, Buffer>();
+  for (const f of readdirSync(logDir).filter((n) => n.includes('checkpoint'))) {
+    saved.set(f, readFileSync(join(logDir, f)));
+    rmSync(join(logDir, f));
+  }
+  assert.deepEqual(snapshotOf(await DeltaTable.open(dir)), want);
+
+  // Only the newest checkpoint and no JSON commit at or before it: the checkpoint alone suffices.
+  for (const [f, data] of saved) writeFileSync(join(logDir, f), data);
+  for (let v = 0; v <= 13; v++) rmSync(join(logDir, commitFileName(v)));
+  assert.deepEqual(snapshotOf(await DeltaTable.open(dir)), want);
+});
+
+test('a missing commit in the middle of the log is an error, not a silent gap', async () => {
+  const dir = tempDir();
+  const t = await DeltaTable.createOrOpen(dir, LOGS);
+  for (let i = 0; i < 3; i++) await appendRows(t, LOGS, makeRows(LOGS, 1, i, i));
+  await t.close();
+  rmSync(join(dir, LOG_DIR, commitFileName(2)));
+  await assert.rejects(DeltaTable.open(dir), /missing commit 2/);
+});
+
+test('optimize compacts into bins with exact rows and stats, dataChange false', async () => {
+  const dir = tempDir();
+  const schema = SCHEMAS.metrics_hist;
+  const t = await DeltaTable.createOrOpen(dir, schema);
+  const all: Row[] = [];
+  for (let i = 0; i < 6; i++) {
+    const rows = makeRows(schema, 10, i, i * 100, { specialDoubles: true });
+    all.push(...rows);
+    await appendRows(t, schema, rows);
+  }
+  const before = t.files.map((f) => f.path);
+  const result = await t.optimize({ targetFileRows: 30 });
+  assert.deepEqual(result, { removed: 6, added: 2, version: 7 });
+  assert.equal(t.files.length, 2);
+  assert.equal(t.rowCount(), 60);
+  const lines = commitLines(dir, 7);
+  assert.equal(lines[0]!.commitInfo!.operation, 'OPTIMIZE');
+  const removes = lines.filter((l) => l.remove).map((l) => l.remove!);
+  assert.deepEqual(
+    removes.map((r) => r.path),
+    before,
+  );
+  for (const r of removes) {
+    assert.equal(r.dataChange, false);
+    assert.equal(r.extendedFileMetadata, true);
+    assert.equal(typeof r.deletionTimestamp, 'number');
+  }
+  assert.ok(lines.filter((l) => l.add).every((l) => l.add!.dataChange === false));
+  assert.deepEqual(readRows(t.liveFilePaths(), schema), sortRows(all.map((r) => rowToJson(schema, r))));
+  // The merged stats are the stats of each compacted file's rows (first 3 batches, last 3).
+  assert.deepEqual(t.files[0]!.stats, computeStats(schema, batchFromRows(schema, all.slice(0, 30))));
+  assert.deepEqual(t.files[1]!.stats, computeStats(schema, batchFromRows(schema, all.slice(30))));
+  const reopened = await DeltaTable.open(dir);
+  assert.deepEqual(reopened.files, t.files);
+  // Nothing left to do.
+  assert.equal(await t.optimize({ targetFileRows: 30 }), null);
+  assert.equal(t.version, 7);
+  await t.close();
+});
+
+test('vacuum: keeps live and recently removed files, deletes expired and old orphans', async () => {
+  const dir = tempDir();
+  const t = await DeltaTable.createOrOpen(dir, LOGS);
+  const rows: Row[] = [];
+  for (let i = 0; i < 4; i++) {
+    const r = makeRows(LOGS, 5, i, i * 10);
+    rows.push(...r);
+    await appendRows(t, LOGS, r);
+  }
+  const removed = t.liveFilePaths();
+  await t.optimize();
+  const oldOrphan = join(dir, 'part-00000000-0000-0000-0000-000000000001.zstd.parquet');
+  const newOrphan = join(dir, 'part-00000000-0000-0000-0000-000000000002.zstd.parquet');
+  writeFileSync(oldOrphan, 'left by a killed writer');
+  utimesSync(oldOrphan, new Date(Date.now() - 7_200_000), new Date(Date.now() - 7_200_000));
+  writeFileSync(newOrphan, 'maybe being written right now');
+  const hidden = join(dir, '_hidden.parquet');
+  writeFileSync(hidden, 'not ours');
+  utimesSync(hidden, new Date(0), new Date(0));
+
+  const v = t.version;
+  assert.deepEqual(await t.vacuum({ retentionMs: 3_600_000 }), { deleted: 1 });
+  assert.equal(existsSync(oldOrphan), false);
+  assert.equal(existsSync(newOrphan), true);
+  assert.ok(removed.every((p) => existsSync(p)));
+  assert.equal(t.version, v + 2); // VACUUM START + VACUUM END
+  assert.equal(commitLines(dir, v + 1)[0]!.commitInfo!.operation, 'VACUUM START');
+  assert.equal(commitLines(dir, v + 2)[0]!.commitInfo!.operation, 'VACUUM END');
+
+  assert.deepEqual(await t.vacuum({ retentionMs: 0 }), { deleted: removed.length + 1 });
+  assert.ok(removed.every((p) => !existsSync(p)));
+  assert.equal(existsSync(hidden), true);
+  assert.deepEqual(
+    readdirSync(dir)
+      .filter((f) => f.startsWith('part-'))
+      .map((f) => join(dir, f)),
+    t.liveFilePaths(),
+  );
+  assert.deepEqual(readRows(t.liveFilePaths(), LOGS), sortRows(rows.map((r) => rowToJson(LOGS, r))));
+  // Nothing to delete: no commits.
+  const v2 = t.version;
+  assert.deepEqual(await t.vacuum({ retentionMs: 0 }), { deleted: 0 });
+  assert.equal(t.version, v2);
+  await t.close();
+});
+
+test('vacuum never deletes a file being written for a commit in flight', async () => {
+  const dir = tempDir();
+  const t = await DeltaTable.createOrOpen(dir, LOGS);
+  const appends = Array.from({ length: 6 }, (_, i) => appendRows(t, LOGS, makeRows(LOGS, 50, i, i * 100)));
+  const vacuums = [t.vacuum({ retentionMs: 0 }), t.vacuum({ retentionMs: 0 })];
+  await Promise.all([...appends, ...vacuums]);
+  assert.equal(t.files.length, 6);
+  assert.ok(t.liveFilePaths().every((p) => existsSync(p)));
+  assert.equal(readRows(t.liveFilePaths(), LOGS).length, 300);
+  await t.close();
+});
+
+test('autoCompact keeps the file count bounded under many small appends', async () => {
+  const dir = tempDir();
+  const schema = SCHEMAS.span_events;
+  const t = await DeltaTable.createOrOpen(dir, schema, {
+    autoCompact: { minFiles: 4, smallFileRows: 500 },
+    checkpointInterval: 20,
+  });
+  const all: Row[] = [];
+  let maxFiles = 0;
+  for (let i = 0; i < 120; i++) {
+    const rows = makeRows(schema, 3, i, i * 10);
+    all.push(...rows);
+    await appendRows(t, schema, rows);
+    maxFiles = Math.max(maxFiles, t.files.length);
+  }
+  await t.close();
+  assert.deepEqual(t.backgroundErrors, []);
+  // Tiers of 4x rows below 500 rows (3, 12, 48, 192 rows): at most 3 files in each, plus the
+  // files appended while a compaction runs.
+  assert.ok(t.files.length <= 16, `files ${t.files.length}`);
+  assert.ok(maxFiles <= 24, `max files ${maxFiles}`);
+  assert.equal(t.rowCount(), 360);
+  assert.deepEqual(readRows(t.liveFilePaths(), schema), sortRows(all.map((r) => rowToJson(schema, r))));
+  const reopened = await DeltaTable.open(dir);
+  assert.deepEqual(snapshotOf(reopened), snapshotOf(t));
+});
+
+test('refresh follows another writer, reloading from a checkpoint when far behind', async () => {
+  const dir = tempDir();
+  const w = await DeltaTable.createOrOpen(dir, LOGS, { checkpointInterval: 50 });
+  await appendRows(w, LOGS, makeRows(LOGS, 2, 1));
+  const r = await DeltaTable.open(dir);
+  assert.equal(r.version, 1);
+  await appendRows(w, LOGS, makeRows(LOGS, 2, 2, 10));
+  await r.refresh();
+  assert.equal(r.version, 2);
+  assert.equal(r.rowCount(), 4);
+  for (let i = 0; i < 250; i++) await appendRows(w, LOGS, makeRows(LOGS, 1, 100 + i, 100 + i));
+  await w.close();
+  // Commits the reader would replay one by one are gone: only the checkpoint path works.
+  for (let v = 3; v <= 200; v++) rmSync(join(dir, LOG_DIR, commitFileName(v)));
+  await r.refresh();
+  assert.deepEqual(snapshotOf(r), snapshotOf(w));
+});
