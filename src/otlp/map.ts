@@ -3,7 +3,7 @@
 // column in schema order so they share one hidden class per table.
 
 import type { Row, TableName } from '../schema/tables.ts';
-import { LossyJsonNumber } from './errors.ts';
+import { LossyJsonNumber, OtlpDecodeError } from './errors.ts';
 import type { ExportRequest, Signal } from './request.ts';
 import { reparseJsonExact } from './request.ts';
 import {
@@ -54,8 +54,16 @@ export function mapRequest(signal: Signal, req: ExportRequest, ctx: MapContext):
     return mapRoot(signal, req.root, ctx);
   } catch (err) {
     if (!(err instanceof LossyJsonNumber)) throw err;
-    // A JSON number beyond 2^53 in an int64 field: parse the body again, exactly, and remap.
+  }
+  // A JSON number beyond 2^53 in an int64 field: parse the body again, exactly, and map again.
+  try {
     return mapRoot(signal, reparseJsonExact(req), ctx);
+  } catch (err) {
+    if (!(err instanceof LossyJsonNumber)) throw err;
+    throw new OtlpDecodeError(
+      `${err.message}: an integer beyond 2^53 written with a fraction or exponent cannot be read exactly; ` +
+        'send int64 values as decimal strings',
+    );
   }
 }
 

@@ -73,21 +73,61 @@ function checkShape(signal: Signal, root: unknown): asserts root is Msg {
   }
 }
 
-const INT_RE = /^-?\d+$/;
-
-// Integer literals beyond 2^53 become exact bigints (the source text is available on Node >= 22).
-function exactNumbers(_key: string, value: unknown, context?: { source?: string }): unknown {
-  if (typeof value === 'number' && Number.isInteger(value) && !Number.isSafeInteger(value)) {
-    const source = context?.source;
-    return source !== undefined && INT_RE.test(source) ? BigInt(source) : BigInt(value);
+/**
+ * The JSON text with every integer literal of 16 digits or more (possibly beyond 2^53) turned into
+ * a string, which the int64 readers take exactly. Strings are skipped, so their content is never
+ * touched. Linear, and only used for the rare body that writes big int64 values as numbers.
+ */
+export function quoteBigIntegers(text: string): string {
+  const n = text.length;
+  let out = '';
+  let copied = 0;
+  let i = 0;
+  while (i < n) {
+    const c = text.charCodeAt(i);
+    if (c === 0x22) {
+      i = skipString(text, i + 1);
+    } else if (c === 0x2d || (c >= 0x30 && c <= 0x39)) {
+      const start = i;
+      if (c === 0x2d) i++;
+      const digitsFrom = i;
+      while (i < n && isDigit(text.charCodeAt(i))) i++;
+      const next = i < n ? text.charCodeAt(i) : 0;
+      if (next === 0x2e || next === 0x65 || next === 0x45) {
+        // A fraction or exponent: a double, left as it is.
+        while (i < n && isNumberChar(text.charCodeAt(i))) i++;
+      } else if (i - digitsFrom >= 16) {
+        out += `${text.slice(copied, start)}"${text.slice(start, i)}"`;
+        copied = i;
+      }
+    } else i++;
   }
-  return value;
+  return copied === 0 ? text : out + text.slice(copied);
 }
 
-/** Parses a JSON request's text again with exact int64 numbers; replaces and returns its root. */
+// Index after the closing quote of a string whose content starts at `i`.
+function skipString(text: string, i: number): number {
+  for (;;) {
+    const quote = text.indexOf('"', i);
+    if (quote === -1) return text.length; // unterminated: JSON.parse reports it
+    let backslashes = 0;
+    for (let k = quote - 1; k >= i && text.charCodeAt(k) === 0x5c; k--) backslashes++;
+    i = quote + 1;
+    if (backslashes % 2 === 0) return i;
+  }
+}
+
+function isDigit(c: number): boolean {
+  return c >= 0x30 && c <= 0x39;
+}
+
+function isNumberChar(c: number): boolean {
+  return isDigit(c) || c === 0x2e || c === 0x65 || c === 0x45 || c === 0x2b || c === 0x2d;
+}
+
+/** Parses a JSON request's text again with big integer literals kept exact; replaces its root. */
 export function reparseJsonExact(req: ExportRequest): Msg {
   if (req.text === null) throw new Error('only JSON requests can be parsed again');
-  // biome-ignore lint/suspicious/noExplicitAny: the reviver's third argument is missing from the lib types
-  req.root = JSON.parse(req.text, exactNumbers as any);
+  req.root = JSON.parse(quoteBigIntegers(req.text));
   return req.root;
 }

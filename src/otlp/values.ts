@@ -253,9 +253,13 @@ function bytesBase64(v: unknown, field: string): string {
   return fail(field, 'base64 bytes', v);
 }
 
+// Deeper AnyValues are refused rather than overflowing the stack.
+const MAX_DEPTH = 64;
+
 /** An AnyValue as a JSON value (null when no value is set). */
-export function anyValueJs(v: Msg): unknown {
+export function anyValueJs(v: Msg, depth = 0): unknown {
   if (v === undefined || v === null) return null;
+  if (depth > MAX_DEPTH) throw new OtlpDecodeError(`AnyValue nested deeper than ${MAX_DEPTH} levels`);
   if (typeof v !== 'object' || Array.isArray(v)) return fail('AnyValue', 'an object', v);
   let x = v.stringValue ?? v.string_value;
   if (x != null) return typeof x === 'string' ? x : fail('stringValue', 'a string', x);
@@ -269,11 +273,11 @@ export function anyValueJs(v: Msg): unknown {
   if (x != null) {
     const values = list(obj(x, 'arrayValue')?.values, 'arrayValue.values');
     const out = new Array<unknown>(values.length);
-    for (let i = 0; i < values.length; i++) out[i] = anyValueJs(values[i]);
+    for (let i = 0; i < values.length; i++) out[i] = anyValueJs(values[i], depth + 1);
     return out;
   }
   x = v.kvlistValue ?? v.kvlist_value;
-  if (x != null) return keyValuesJs(list(obj(x, 'kvlistValue')?.values, 'kvlistValue.values'));
+  if (x != null) return keyValuesJs(list(obj(x, 'kvlistValue')?.values, 'kvlistValue.values'), depth + 1);
   x = v.bytesValue ?? v.bytes_value;
   if (x != null) return bytesBase64(x, 'bytesValue');
   return null;
@@ -302,12 +306,12 @@ function keyOf(kv: Msg): string {
 }
 
 /** A KeyValue list as a plain object; a repeated key keeps its last value. */
-export function keyValuesJs(kvs: readonly Msg[]): Record<string, unknown> {
+export function keyValuesJs(kvs: readonly Msg[], depth = 0): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (let i = 0; i < kvs.length; i++) {
     const kv = kvs[i];
     const key = keyOf(kv);
-    const value = anyValueJs(kv.value);
+    const value = anyValueJs(kv.value, depth);
     if (key === '__proto__') {
       Object.defineProperty(out, key, { value, enumerable: true, writable: true, configurable: true });
     } else out[key] = value;

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { loadProtobuf, OtlpDecodeError } from '../../src/otlp/index.ts';
+import { quoteBigIntegers } from '../../src/otlp/request.ts';
 import { jsonToProtobuf, mapJson, mapJsonText, mapProtobuf } from './helpers.ts';
 
 const TRACE = '5b8efff798038103d269b633813fc60c';
@@ -40,6 +41,35 @@ test('int64 beyond 2^53 stays exact as JSON string and as JSON number', () => {
   assert.equal(points[0]!.value_int, -9223372036854775808n);
   assert.equal(points[1]!.value_int, 9223372036854775807n);
   assert.equal(points[0]!.value_double, null);
+});
+
+test('big integer literals are quoted for the exact parse, strings and doubles untouched', () => {
+  const text =
+    '{"a":12345678901234567890,"b":[-9223372036854775808, 1e300,1.5e19],' +
+    '"s":"x\\"12345678901234567890\\\\","t":"99999999999999999","c":123,"d":1234567890123456.5}';
+  assert.equal(
+    quoteBigIntegers(text),
+    '{"a":"12345678901234567890","b":["-9223372036854775808", 1e300,1.5e19],' +
+      '"s":"x\\"12345678901234567890\\\\","t":"99999999999999999","c":123,"d":1234567890123456.5}',
+  );
+  assert.equal(quoteBigIntegers('{"a":1}'), '{"a":1}');
+  // A double field written as a big integer literal still reads as a number.
+  const json =
+    '{"resourceMetrics":[{"scopeMetrics":[{"metrics":[{"name":"x","gauge":{"dataPoints":[' +
+    '{"asDouble":12345678901234567890,"timeUnixNano":1700000000000000001}]}}]}]}]}';
+  const point = mapJsonText('metrics', json).tables.metrics_points![0]!;
+  assert.equal(point.value_double, 12345678901234567890);
+  assert.equal(point.time_unix_nano, 1700000000000000001n);
+});
+
+test('an int64 beyond 2^53 written with an exponent is refused clearly', () => {
+  const json = '{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"timeUnixNano":1.7e18}]}]}]}';
+  assert.throws(
+    () => mapJsonText('logs', json),
+    (err: unknown) =>
+      err instanceof OtlpDecodeError &&
+      /timeUnixNano: .*send int64 values as decimal strings/.test(err.message),
+  );
 });
 
 test('int64 beyond 2^53 stays exact through protobuf', async () => {
@@ -438,6 +468,45 @@ test('malformed bodies throw OtlpDecodeError with a useful message', async () =>
     );
   }
 });
+
+test('deeply nested AnyValues are refused instead of overflowing the stack', async () => {
+  const levels = 5000;
+  const text =
+    '{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"body":' +
+    '{"arrayValue":{"values":['.repeat(levels) +
+    '{"stringValue":"leaf"}' +
+    ']}}'.repeat(levels) +
+    '}]}]}]}';
+  assert.throws(
+    () => mapJsonText('logs', text),
+    (err: unknown) => err instanceof OtlpDecodeError && /nested deeper than/.test(err.message),
+  );
+  let ok: Record<string, unknown> = { stringValue: 'leaf' };
+  for (let i = 0; i < 30; i++) ok = { kvlistValue: { values: [{ key: 'k', value: ok }] } };
+  assert.match(oneLog({ body: ok }).row.body as string, /^\{"k":\{"k":/);
+  const codec = (await loadProtobuf())!;
+  let deep = Buffer.from([0x0a, 0x04, 0x6c, 0x65, 0x61, 0x66]); // AnyValue { string_value: "leaf" }
+  for (let i = 0; i < 3000; i++) {
+    // AnyValue { array_value (5): ArrayValue { values (1): deep } }
+    const inner = Buffer.concat([Buffer.from([0x0a]), varint(deep.length), deep]);
+    deep = Buffer.concat([Buffer.from([0x2a]), varint(inner.length), inner]);
+  }
+  const record = Buffer.concat([Buffer.from([0x2a]), varint(deep.length), deep]); // LogRecord.body (5)
+  const scope = Buffer.concat([Buffer.from([0x12]), varint(record.length), record]); // ScopeLogs.log_records (2)
+  const resource = Buffer.concat([Buffer.from([0x12]), varint(scope.length), scope]); // ResourceLogs.scope_logs (2)
+  const request = Buffer.concat([Buffer.from([0x0a]), varint(resource.length), resource]);
+  assert.throws(() => mapProtobuf('logs', request, codec), OtlpDecodeError);
+});
+
+function varint(n: number): Buffer {
+  const out: number[] = [];
+  while (n > 0x7f) {
+    out.push((n & 0x7f) | 0x80);
+    n >>>= 7;
+  }
+  out.push(n);
+  return Buffer.from(out);
+}
 
 test('duplicate attribute keys: the last one wins, short and long lists', () => {
   const short = [attr('a', { intValue: 1 }), attr('b', { intValue: 2 }), attr('a', { intValue: 3 })];
