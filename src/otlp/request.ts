@@ -22,7 +22,7 @@ export interface ExportRequest {
 }
 
 /** The top-level repeated field of each request, in both spellings. */
-export const RESOURCE_FIELD: Readonly<Record<Signal, readonly [string, string]>> = {
+const RESOURCE_FIELD: Readonly<Record<Signal, readonly [string, string]>> = {
   traces: ['resourceSpans', 'resource_spans'],
   logs: ['resourceLogs', 'resource_logs'],
   metrics: ['resourceMetrics', 'resource_metrics'],

@@ -283,11 +283,6 @@ export function anyValueJs(v: Msg, depth = 0): unknown {
   return null;
 }
 
-/** An AnyValue as JSON text ('null' when no value is set). */
-export function anyValueJson(v: Msg): string {
-  return JSON.stringify(anyValueJs(v));
-}
-
 /** A log body: a string value as is, any other value as its JSON, null when absent. */
 export function bodyText(v: Msg): string | null {
   if (v === undefined || v === null) return null;
