@@ -58,7 +58,7 @@ test('big integer literals are quoted for the exact parse, strings and doubles u
     '{"resourceMetrics":[{"scopeMetrics":[{"metrics":[{"name":"x","gauge":{"dataPoints":[' +
     '{"asDouble":12345678901234567890,"timeUnixNano":1700000000000000001}]}}]}]}]}';
   const point = mapJsonText('metrics', json).tables.metrics_points![0]!;
-  assert.equal(point.value_double, 12345678901234567890);
+  assert.equal(point.value_double, Number(12345678901234567890n));
   assert.equal(point.time_unix_nano, 1700000000000000001n);
 });
 
