@@ -4,7 +4,7 @@
 
 import { readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { LOG_DIR } from '../delta/actions.ts';
+import { LAST_CHECKPOINT, LOG_DIR } from '../delta/actions.ts';
 import { compareCodePoints, type FileStats } from '../delta/stats.ts';
 import { DeltaTable } from '../delta/table.ts';
 import { readDayPhases } from '../storage/days-index.ts';
@@ -129,15 +129,6 @@ export async function resolveDays(layout: InstanceLayout, q: NormalizedQuery): P
 
 const COMMIT_OR_CHECKPOINT = /^\d{20}\.(json|checkpoint\.parquet)$/;
 
-/** Does the folder hold a committed Delta table (a writer may be creating it right now)? */
-async function hasCommits(dir: string): Promise<boolean> {
-  try {
-    return (await readdir(join(dir, LOG_DIR))).some((n) => COMMIT_OR_CHECKPOINT.test(n));
-  } catch {
-    return false;
-  }
-}
-
 /** Could a file with these statistics hold a row passing every filter? Unknown = yes. */
 export function mayMatch(stats: FileStats | null, filters: readonly RowFilter[]): boolean {
   if (stats === null) return true;
@@ -160,30 +151,71 @@ function boundOf(v: unknown): bigint | null {
   return typeof v === 'bigint' ? v : null;
 }
 
+/** A table's live files with their statistics, as of one listing of its `_delta_log`. */
+interface Snapshot {
+  logListing: string;
+  files: { path: string; numRecords: number; stats: FileStats | null }[];
+}
+
+/** Snapshots by table folder. A past day's log never changes: its table is not reloaded. */
+const snapshots = new Map<string, Snapshot>();
+const MAX_SNAPSHOTS = 256;
+
+/** The commit and checkpoint files of a log; null when the folder has no committed table. */
+async function logListing(dir: string): Promise<string | null> {
+  let names: string[];
+  try {
+    names = await readdir(join(dir, LOG_DIR));
+  } catch {
+    return null;
+  }
+  const log = names.filter((n) => COMMIT_OR_CHECKPOINT.test(n) || n === LAST_CHECKPOINT).sort();
+  return log.some((n) => n !== LAST_CHECKPOINT) ? log.join('/') : null;
+}
+
 /**
- * Live files of a day's table, opened fresh from its Delta log (never waiting for a writer of
- * this process), minus the files whose statistics rule out every filter. A folder without a
- * committed table (not created yet) has no files.
+ * The table's live files, from its Delta log: reloaded whenever the log changed since the last
+ * query (a commit adds a file to it), so a reader sees every commit of a concurrent writer and
+ * never waits for a writer of this process.
+ */
+async function snapshotOf(dir: string): Promise<Snapshot | null> {
+  const listing = await logListing(dir);
+  if (listing === null) return null;
+  const cached = snapshots.get(dir);
+  if (cached && cached.logListing === listing) {
+    snapshots.delete(dir); // most recently used last
+    snapshots.set(dir, cached);
+    return cached;
+  }
+  const table = await DeltaTable.open(dir);
+  const paths = table.liveFilePaths();
+  const snapshot: Snapshot = {
+    logListing: listing,
+    files: table.files.map((f, i) => ({ path: paths[i]!, numRecords: f.numRecords, stats: f.stats })),
+  };
+  snapshots.delete(dir);
+  snapshots.set(dir, snapshot);
+  if (snapshots.size > MAX_SNAPSHOTS) snapshots.delete(snapshots.keys().next().value!);
+  return snapshot;
+}
+
+/**
+ * Live files of a day's table minus those whose statistics rule out every filter. A folder
+ * without a committed table (not created yet) has none.
  */
 export async function listTableFiles(dir: string, filters: readonly RowFilter[] = []): Promise<FileEntry[]> {
-  let table: DeltaTable;
-  try {
-    table = await DeltaTable.open(dir);
-  } catch (err) {
-    if (!(await hasCommits(dir))) return [];
-    throw err;
-  }
-  const paths = table.liveFilePaths();
+  const snapshot = await snapshotOf(dir);
+  if (snapshot === null) return [];
   const out: FileEntry[] = [];
-  table.files.forEach((f, i) => {
-    if (!mayMatch(f.stats, filters)) return;
+  for (const f of snapshot.files) {
+    if (!mayMatch(f.stats, filters)) continue;
     out.push({
-      path: paths[i]!,
+      path: f.path,
       numRecords: f.numRecords >= 0 ? f.numRecords : null,
       minTs: boundOf(f.stats?.minValues['event_ts']),
       maxTs: boundOf(f.stats?.maxValues['event_ts']),
     });
-  });
+  }
   return out;
 }
 

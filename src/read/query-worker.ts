@@ -15,6 +15,8 @@ const collectGarbage = runInNewContext('gc') as () => void;
 export interface QueryTask {
   query: NormalizedQuery;
   files: FileEntry[];
+  /** Rows a filtered query reads in its first round (see runQuery). */
+  firstRoundRows?: number;
 }
 
 export interface QueryResult {
@@ -23,8 +25,8 @@ export interface QueryResult {
 }
 
 serveTasks({
-  query: ({ query, files }: QueryTask) => {
-    const df = runQuery(query, files);
+  query: ({ query, files, firstRoundRows }: QueryTask) => {
+    const df = runQuery(query, files, firstRoundRows);
     const rows = df.height;
     const buf = df.writeIPC({ compression: 'uncompressed' });
     // The Buffer may be a view into a shared pool: copy it into a buffer of its own to transfer.

@@ -52,12 +52,15 @@ function isVanishedFile(err: unknown): boolean {
   return /No such file or directory|os error 2\b|ENOENT|not found|missing commit/i.test(message);
 }
 
-/** Test seam: runs between listing the files and scanning them (e.g. to vacuum them away). */
-export const readHooks: { afterListing?: (files: readonly FileEntry[]) => Promise<void> } = {};
+/** Test seams: a step between listing the files and scanning them; the first-round size. */
+export const readHooks: {
+  afterListing?: (files: readonly FileEntry[]) => Promise<void>;
+  firstRoundRows?: number;
+} = {};
 
 async function runInWorker(q: NormalizedQuery, files: FileEntry[]): Promise<Row[]> {
   await readHooks.afterListing?.(files);
-  const task: QueryTask = { query: q, files };
+  const task: QueryTask = { query: q, files, firstRoundRows: readHooks.firstRoundRows };
   const result = await queryPool().run<QueryResult>('query', task);
   return rowsFromIpc(result.ipc);
 }

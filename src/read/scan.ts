@@ -105,7 +105,11 @@ function tsAt(df: DataFrame, index: number): bigint {
  * newest first in rounds; once maxRows rows are found, files whose newest event_ts is older than
  * the oldest row kept cannot contribute and are never opened.
  */
-export function runQuery(q: NormalizedQuery, files: readonly FileEntry[]): DataFrame {
+export function runQuery(
+  q: NormalizedQuery,
+  files: readonly FileEntry[],
+  firstRoundRows = FIRST_ROUND_ROWS,
+): DataFrame {
   if (files.length === 0) return emptyFrame(q.table).select(...q.select);
   const maxRows = q.maxRows;
   if (maxRows === null) return buildLazy(q, files).collectSync();
@@ -114,7 +118,7 @@ export function runQuery(q: NormalizedQuery, files: readonly FileEntry[]): DataF
   const ordered = [...files].sort(newestFirst);
   let result: DataFrame | null = null;
   let threshold: bigint | null = null;
-  let budget = q.filters.length === 0 ? maxRows : Math.max(maxRows, FIRST_ROUND_ROWS);
+  let budget = q.filters.length === 0 ? maxRows : Math.max(maxRows, firstRoundRows);
   let i = 0;
   while (i < ordered.length) {
     const round: string[] = [];

@@ -6,6 +6,7 @@ import { after, before, describe, test } from 'node:test';
 import type { LazyDataFrame } from 'nodejs-polars';
 import { rowsFromIpc } from '../../src/read/arrow-rows.ts';
 import { closeReadWorkers, type ReadQuery, readTable, rowToJson } from '../../src/read/index.ts';
+import { readHooks } from '../../src/read/query.ts';
 import { type Row, SCHEMAS, TABLE_NAMES, type TableName } from '../../src/schema/tables.ts';
 import { InstanceLayout } from '../../src/storage/layout.ts';
 import { DAYS, expected, type Fixture, makeFixture } from './fixtures.ts';
@@ -139,6 +140,23 @@ describe('readTable over Delta tables', () => {
         await read('logs', { projectId: 'gamma', severityGe: 5, maxRows }),
         expected(fx, 'logs', { keep, maxRows }),
       );
+    }
+  });
+
+  test('filtered maxRows read in many small rounds over interleaved files equals the whole answer', async () => {
+    readHooks.firstRoundRows = 1; // one file in the first round, then 4x more rows per round
+    try {
+      // alpha rows are in both files of every day, whose times interleave
+      const keep = (r: Row) => r.project_id === 'alpha';
+      for (const maxRows of [1, 10, 25, 60, 200]) {
+        assert.deepEqual(
+          await read('logs', { projectId: 'alpha', maxRows }),
+          expected(fx, 'logs', { keep, maxRows }),
+          `maxRows ${maxRows}`,
+        );
+      }
+    } finally {
+      readHooks.firstRoundRows = undefined;
     }
   });
 

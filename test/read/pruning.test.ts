@@ -1,0 +1,101 @@
+// Files a query does not need are never opened: proven by overwriting them with garbage, which
+// makes any query that does open them fail.
+
+import assert from 'node:assert/strict';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { closeDeltaWorkers, DeltaTable } from '../../src/delta/table.ts';
+import { closeReadWorkers, readHooks, readTable } from '../../src/read/query.ts';
+import type { Row } from '../../src/schema/tables.ts';
+import { InstanceLayout } from '../../src/storage/layout.ts';
+import { appendRows, fullRow } from './fixtures.ts';
+
+const DAYS = ['2026-06-01', '2026-06-02'];
+let dir: string;
+let layout: InstanceLayout;
+
+/** File `f` of day `d`: 20 rows, times increasing with (d, f), severity 9 except in file 2 of day 1. */
+function fileRows(d: number, f: number): Row[] {
+  const start = BigInt(Date.parse(`${DAYS[d]}T00:00:00Z`)) * 1000n + BigInt(f) * 1_000_000_000n;
+  return Array.from({ length: 20 }, (_, i) =>
+    fullRow('logs', {
+      project_id: 'p',
+      event_ts: start + BigInt(i),
+      time_unix_nano: BigInt(d * 1000 + f * 100 + i),
+      severity_number: d === 1 && f === 2 ? 17 : 9,
+      body: `file ${d}.${f} row ${i}`,
+    }),
+  );
+}
+
+async function livePaths(day: string): Promise<string[]> {
+  const t = await DeltaTable.open(layout.tableDir(day, 'logs'));
+  return t.liveFilePaths();
+}
+
+before(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'otelake-read-prune-'));
+  layout = new InstanceLayout(dir, 'x');
+  for (let d = 0; d < 2; d++)
+    for (let f = 0; f < 3; f++) await appendRows(layout, DAYS[d]!, 'logs', fileRows(d, f));
+  await closeDeltaWorkers();
+  // Every file but the newest of the newest day becomes unreadable.
+  const newestDay = await livePaths(DAYS[1]!);
+  const newest = await DeltaTable.open(layout.tableDir(DAYS[1]!, 'logs'));
+  const newestFile = newest.files.reduce((a, b) =>
+    (a.stats!.maxValues['event_ts'] as bigint) > (b.stats!.maxValues['event_ts'] as bigint) ? a : b,
+  );
+  for (const p of [...(await livePaths(DAYS[0]!)), ...newestDay]) {
+    if (!p.endsWith(newestFile.path)) await writeFile(p, 'not parquet');
+  }
+});
+
+after(async () => {
+  readHooks.firstRoundRows = undefined;
+  await closeReadWorkers();
+  await rm(dir, { recursive: true, force: true });
+});
+
+describe('file pruning', () => {
+  test('newest rows without filters read only the newest file', async () => {
+    const rows = await readTable(layout, 'logs', { maxRows: 20, select: ['time_unix_nano'] });
+    assert.deepEqual(
+      rows.map((r) => r.time_unix_nano),
+      Array.from({ length: 20 }, (_, i) => BigInt(1000 + 200 + 19 - i)),
+    );
+  });
+
+  test('newest rows with filters: rounds stop once older files cannot contribute', async () => {
+    readHooks.firstRoundRows = 10; // files of 20 rows: one file per first round
+    const rows = await readTable(layout, 'logs', { maxRows: 5, bodyLike: 'row 1', projectId: 'p' });
+    assert.deepEqual(
+      rows.map((r) => r.body),
+      ['file 1.2 row 19', 'file 1.2 row 18', 'file 1.2 row 17', 'file 1.2 row 16', 'file 1.2 row 15'],
+    );
+    readHooks.firstRoundRows = undefined;
+  });
+
+  test('the same query lazily prunes the same way without filters', async () => {
+    const lazy = await readTable(layout, 'logs', { maxRows: 3, select: ['body'] }, { returnAs: 'lazy' });
+    assert.deepEqual(lazy.collectSync().getColumn('body').toArray(), [
+      'file 1.2 row 19',
+      'file 1.2 row 18',
+      'file 1.2 row 17',
+    ]);
+  });
+
+  test('statistics rule out files: severity above every other file, a project no file holds', async () => {
+    const rows = await readTable(layout, 'logs', { severityGe: 13 });
+    assert.equal(rows.length, 20);
+    assert.ok(rows.every((r) => r.severity_number === 17));
+    assert.deepEqual(await readTable(layout, 'logs', { projectId: 'q' }), []);
+    assert.deepEqual(await readTable(layout, 'logs', { projectId: 'a' }), []);
+  });
+
+  test('a query that needs the other files does read them (and fails on the garbage)', async () => {
+    await assert.rejects(readTable(layout, 'logs', { maxRows: 21 }));
+    await assert.rejects(readTable(layout, 'logs', { bodyLike: 'row 1' }));
+  });
+});
