@@ -181,6 +181,19 @@ async function peakRssMiB(pid: number): Promise<number> {
   return Math.round(kb / 1024);
 }
 
+/** CPU seconds used so far by the whole server process and by its main thread (from /proc). */
+async function cpuSeconds(pid: number): Promise<{ process: number; main: number }> {
+  const ticks = async (path: string) => {
+    const fields = (await readFile(path, 'utf8')).split(') ')[1]!.split(' ');
+    return Number(fields[11]) + Number(fields[12]); // utime + stime, after the "(comm) " part
+  };
+  const hz = 100;
+  return {
+    process: (await ticks(`/proc/${pid}/stat`)) / hz,
+    main: (await ticks(`/proc/${pid}/task/${pid}/stat`)) / hz,
+  };
+}
+
 interface PhaseResult {
   requests: number;
   statuses: Record<number, number>;
@@ -313,9 +326,11 @@ async function main(): Promise<void> {
     try {
       await closedLoop(server.url, bodies, connections, warmup * 1000, path);
       const w0 = await rowsWritten(server.url);
+      const c0 = await cpuSeconds(server.pid);
       const t0 = performance.now();
       const full = await closedLoop(server.url, bodies, connections, seconds * 1000, path);
       const w1 = await rowsWritten(server.url);
+      const c1 = await cpuSeconds(server.pid);
       const elapsed = (performance.now() - t0) / 1000;
       const committedRows = (w1 - w0) / elapsed;
       const itemsPerSec = committedRows * (itemsPerRequest / rowsPerRequest);
@@ -332,6 +347,11 @@ async function main(): Promise<void> {
         half.latencies.sort((a, b) => a - b);
       }
       const peak = await peakRssMiB(server.pid);
+      const cpuProcess = (c1.process - c0.process) / elapsed;
+      const cpuMain = (c1.main - c0.main) / elapsed;
+      // Server CPU per million items: what 2 dedicated cores would sustain, whatever else runs here.
+      const cpuPerMillion =
+        (c1.process - c0.process) / (((w1 - w0) * (itemsPerRequest / rowsPerRequest)) / 1e6);
       const line = [
         s.name,
         String(avgBytes),
@@ -342,6 +362,8 @@ async function main(): Promise<void> {
           ? `${Math.round((half.requests * itemsPerRequest) / seconds).toLocaleString('en-US')}: ${percentile(half.latencies, 50).toFixed(1)} / ${percentile(half.latencies, 99).toFixed(1)}`
           : '-',
         String(peak),
+        `${(cpuProcess * 100).toFixed(0)}% / ${(cpuMain * 100).toFixed(0)}%`,
+        cpuPerMillion.toFixed(1),
         Object.entries(full.statuses)
           .map(([k, v]) => `${k}:${v}`)
           .join(' '),
@@ -354,8 +376,8 @@ async function main(): Promise<void> {
   }
   console.log('');
   console.log(
-    '| scenario | body bytes | committed items/s | accepted items/s | full-load p50 / p99 ms | half rate items/s: p50 / p99 ms | server peak RSS MiB | statuses |',
+    '| scenario | body bytes | committed items/s | accepted items/s | full-load p50 / p99 ms | half rate items/s: p50 / p99 ms | server peak RSS MiB | server CPU process / main thread | server CPU s per 1M items | statuses |',
   );
-  console.log('|---|---|---|---|---|---|---|---|');
+  console.log('|---|---|---|---|---|---|---|---|---|---|');
   for (const r of rows) console.log(`| ${r.join(' | ')} |`);
 }

@@ -3,7 +3,7 @@
 
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { Logger } from '../index.ts';
-import { type ReadQuery, rowToJson, validateQuery } from '../read/index.ts';
+import { type ReadQuery, rowToJson, StorageUnavailableError, validateQuery } from '../read/index.ts';
 import type { TableName } from '../schema/tables.ts';
 import { validateDay } from '../storage/layout.ts';
 import { OPENAPI_DOCUMENT } from './openapi.ts';
@@ -164,7 +164,10 @@ export function registerReadRoutes(app: FastifyInstance, logger: Logger): void {
       try {
         rows = (await logger.read(table, query, { returnAs: 'objects' })) as Record<string, unknown>[];
       } catch (err) {
-        // The query model refuses what it cannot serve (e.g. storage=s3 without S3 settings).
+        // The read path refuses what it cannot serve (e.g. storage=s3 without S3 settings).
+        if (err instanceof StorageUnavailableError) {
+          return sendError(reply, 400, err.message, { parameter: 'storage' });
+        }
         if (err instanceof TypeError) return sendError(reply, 400, toHttpNames(err.message));
         throw err;
       }

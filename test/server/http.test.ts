@@ -640,6 +640,12 @@ describe('/healthz, /api parameters and the OpenAPI document', () => {
     assert.equal(spans.status, 400);
     assert.equal(spans.body.parameter, 'severity_ge');
     assert.match(spans.body.message, /severity_ge is not a filter of table spans/);
+    if (process.env['S3_BUCKET'] === undefined) {
+      const s3 = await getJson(`${s.url}/api/logs?storage=s3`);
+      assert.equal(s3.status, 400);
+      assert.equal(s3.body.parameter, 'storage');
+      assert.match(s3.body.message, /object.storage/);
+    }
     const metrics = await getJson(`${s.url}/api/metrics/points?body_like=x`);
     assert.equal(metrics.status, 400);
     assert.equal(metrics.body.parameter, 'body_like');
