@@ -137,10 +137,17 @@ function send(agent: Agent, url: URL, path: string, body: Body): Promise<number>
   });
 }
 
+interface Health {
+  aggregator: { rows_written: number };
+  event_loop_delay_ms: { p50: number; p99: number; max: number };
+}
+
+async function health(url: string): Promise<Health> {
+  return (await (await fetch(`${url}/healthz`)).json()) as Health;
+}
+
 async function rowsWritten(url: string): Promise<number> {
-  const res = await fetch(`${url}/healthz`);
-  const h = (await res.json()) as { aggregator: { rows_written: number } };
-  return h.aggregator.rows_written;
+  return (await health(url)).aggregator.rows_written;
 }
 
 async function startServer(
@@ -347,6 +354,7 @@ async function main(): Promise<void> {
         half.latencies.sort((a, b) => a - b);
       }
       const peak = await peakRssMiB(server.pid);
+      const loop = (await health(server.url)).event_loop_delay_ms;
       const cpuProcess = (c1.process - c0.process) / elapsed;
       const cpuMain = (c1.main - c0.main) / elapsed;
       // Server CPU per million items: what 2 dedicated cores would sustain, whatever else runs here.
@@ -364,6 +372,7 @@ async function main(): Promise<void> {
         String(peak),
         `${(cpuProcess * 100).toFixed(0)}% / ${(cpuMain * 100).toFixed(0)}%`,
         cpuPerMillion.toFixed(1),
+        `${loop.p99} / ${loop.max}`,
         Object.entries(full.statuses)
           .map(([k, v]) => `${k}:${v}`)
           .join(' '),
@@ -376,8 +385,8 @@ async function main(): Promise<void> {
   }
   console.log('');
   console.log(
-    '| scenario | body bytes | committed items/s | accepted items/s | full-load p50 / p99 ms | half rate items/s: p50 / p99 ms | server peak RSS MiB | server CPU process / main thread | server CPU s per 1M items | statuses |',
+    '| scenario | body bytes | committed items/s | accepted items/s | full-load p50 / p99 ms | half rate items/s: p50 / p99 ms | server peak RSS MiB | server CPU process / main thread | server CPU s per 1M items | event-loop delay p99 / max ms | statuses |',
   );
-  console.log('|---|---|---|---|---|---|---|---|---|---|');
+  console.log('|---|---|---|---|---|---|---|---|---|---|---|');
   for (const r of rows) console.log(`| ${r.join(' | ')} |`);
 }

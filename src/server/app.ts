@@ -1,5 +1,6 @@
 // The fastify application: OTLP/HTTP ingest, /healthz, and the read API over one logger.
 
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import Fastify, { type FastifyInstance, type FastifyServerOptions, LogController } from 'fastify';
 import type { Logger } from '../index.ts';
 import { loadProtobuf, type ProtoCodec } from '../otlp/index.ts';
@@ -50,6 +51,12 @@ export async function buildServer(logger: Logger, opts: BuildServerOptions = {})
       .send({ error: status >= 500 ? 'Internal Server Error' : 'Bad Request', message: err.message });
   });
 
+  // How long the event loop is held up (Parquet batches, large requests): the first suspect of slow answers.
+  const loopDelay = monitorEventLoopDelay({ resolution: 10 });
+  loopDelay.enable();
+  app.addHook('onClose', async () => loopDelay.disable());
+  const ms = (ns: number) => Math.round(ns / 1e4) / 100;
+
   const startedAt = Date.now();
   app.get('/healthz', async () => {
     const mem = process.memoryUsage();
@@ -61,6 +68,11 @@ export async function buildServer(logger: Logger, opts: BuildServerOptions = {})
       instance_id: logger.layout.instanceId,
       protobuf: proto !== null,
       memory: { rss: mem.rss, heap_used: mem.heapUsed, heap_total: mem.heapTotal, external: mem.external },
+      event_loop_delay_ms: {
+        p50: ms(loopDelay.percentile(50)),
+        p99: ms(loopDelay.percentile(99)),
+        max: ms(loopDelay.max),
+      },
       ...logger.stats(),
     };
   });
