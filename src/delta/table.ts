@@ -531,9 +531,13 @@ export class DeltaTable {
    * `transfer`, the batch's buffers move to the worker (the batch is unusable afterwards).
    */
   append(batch: ColumnBatch, opts: { transfer?: boolean } = {}): Promise<AppendResult> {
-    this.assertWritable();
+    try {
+      this.assertWritable();
+      this.checkBatch(batch);
+    } catch (err) {
+      return Promise.reject(err);
+    }
     if (batch.numRows === 0) return Promise.resolve({ version: this.version, path: '', rows: 0 });
-    this.checkBatch(batch);
     const name = `part-${randomUUID()}.zstd.parquet`;
     const abs = join(this.dir, name);
     this.inFlight.add(name);

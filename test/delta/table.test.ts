@@ -103,11 +103,11 @@ test('an empty batch commits nothing; a null in a non-nullable column is refused
   assert.deepEqual(await appendRows(t, LOGS, []), { version: 0, path: '', rows: 0 });
   const rows = makeRows(LOGS, 2, 1);
   rows[1]!.event_ts = null;
-  assert.throws(() => t.append(batchFromRows(LOGS, rows)), /non-nullable column event_ts is null in row 1/);
+  await assert.rejects(t.append(batchFromRows(LOGS, rows)), /non-nullable column event_ts is null in row 1/);
   assert.equal(t.version, 0);
   assert.equal(readdirSync(dir).filter((f) => f.endsWith('.parquet')).length, 0);
   await t.close();
-  assert.throws(() => t.append(batchFromRows(LOGS, makeRows(LOGS, 1, 1))), /closed/);
+  await assert.rejects(t.append(batchFromRows(LOGS, makeRows(LOGS, 1, 1))), /closed/);
 });
 
 test('createOrOpen refuses an existing table with another schema', async () => {
