@@ -16,7 +16,7 @@ import {
   rpcCodeForHttpStatus,
   type Signal,
 } from '../otlp/index.ts';
-import type { TableName } from '../schema/tables.ts';
+import type { Row, TableName } from '../schema/tables.ts';
 import { BodyError, readBody } from './body.ts';
 import { isValidProjectId, PROJECT_ID_RULE } from './project.ts';
 
@@ -109,7 +109,7 @@ function describeRejections(
       .map(([r, n]) => `${r} (${n})`);
     let text = `${rejected} ${route.itemWord} rejected`;
     if (top.length > 0) text += `: ${top.join(', ')}`;
-    if (firstError) text += `; first error: ${firstError}`;
+    if (firstError && !reasons.has(firstError)) text += `; first error: ${firstError}`;
     parts.push(text);
   }
   if (invalidIds > 0) parts.push(`${invalidIds} invalid trace or span ids were stored as null`);
@@ -203,17 +203,10 @@ export function registerIngestRoutes(app: FastifyInstance, opts: IngestRouteOpti
     }
 
     const work: Promise<[TableName, IngestResult]>[] = [];
-    for (const [table, rows] of Object.entries(mapped.tables) as [TableName, unknown[]][]) {
-      if (rows === undefined || rows.length === 0) continue;
-      work.push(
-        logger
-          .ingestRows(
-            table,
-            rows as never,
-            opts.ingestWaitMs === undefined ? {} : { waitMs: opts.ingestWaitMs },
-          )
-          .then((r) => [table, r] as [TableName, IngestResult]),
-      );
+    const wait = opts.ingestWaitMs === undefined ? {} : { waitMs: opts.ingestWaitMs };
+    for (const [table, rows] of Object.entries(mapped.tables) as [TableName, Row[]][]) {
+      if (rows.length === 0) continue;
+      work.push(logger.ingestRows(table, rows, wait).then((r): [TableName, IngestResult] => [table, r]));
     }
     let results: [TableName, IngestResult][];
     try {
@@ -230,10 +223,12 @@ export function registerIngestRoutes(app: FastifyInstance, opts: IngestRouteOpti
     let firstError: string | null = null;
     const reasons = new Map<string, number>();
     let retryLater = false;
+    let stopping = false;
     for (const [table, r] of results) {
-      const dropped =
-        r.queueFull && dropsByPolicy && r.firstError !== 'stopped' && r.firstError !== 'not_started';
+      const notRunning = r.firstError === 'stopped' || r.firstError === 'not_started';
+      const dropped = r.queueFull && dropsByPolicy && !notRunning;
       if (r.queueFull && !dropped) retryLater = true;
+      if (r.queueFull && notRunning) stopping = true;
       if (!route.itemTables.includes(table)) continue;
       rejected += r.rejected;
       firstError ??= r.firstError;
@@ -246,7 +241,8 @@ export function registerIngestRoutes(app: FastifyInstance, opts: IngestRouteOpti
     }
     if (retryLater) {
       reply.header('retry-after', String(RETRY_AFTER_S));
-      return sendStatus(reply, 503, `the ingest queue is full: retry after ${RETRY_AFTER_S} s`, format);
+      const why = stopping ? 'the server is not accepting data (stopping)' : 'the ingest queue is full';
+      return sendStatus(reply, 503, `${why}: retry after ${RETRY_AFTER_S} s`, format);
     }
     const message = describeRejections(route, rejected, reasons, firstError, mapped.invalidIds);
     return reply

@@ -543,6 +543,19 @@ describe('backpressure', () => {
     }
   });
 
+  test('a stopped pipeline answers 503 with Retry-After (e.g. while shutting down)', async () => {
+    const s = await startServer();
+    try {
+      await s.logger.stop({ flush: 'auto' });
+      const res = await post(`${s.url}/v1/logs`, logsRequest('late', ['x']));
+      assert.equal(res.status, 503);
+      assert.equal(res.headers.get('retry-after'), '1');
+      assert.match(JSON.parse(res.text).message, /not accepting data/);
+    } finally {
+      await s.close();
+    }
+  });
+
   test('with drop_policy drop_newest the refused rows are reported as rejected, not retried', async () => {
     const s = await startServer({
       ...slow,
