@@ -331,7 +331,7 @@ async function main(): Promise<void> {
     const server = await startServer(options);
     const path = s.signal === 'traces' ? '/v1/traces' : '/v1/logs';
     try {
-      await closedLoop(server.url, bodies, connections, warmup * 1000, path);
+      const warm = await closedLoop(server.url, bodies, connections, warmup * 1000, path);
       const w0 = await rowsWritten(server.url);
       const c0 = await cpuSeconds(server.pid);
       const t0 = performance.now();
@@ -347,8 +347,8 @@ async function main(): Promise<void> {
       let half: PhaseResult | null = null;
       if (!values['no-half']) {
         // Let the backlog of the full-load phase drain first.
-        const target = w0 + (await rowsWritten(server.url)) - w0;
-        await waitDrained(server.url, target, 10_000);
+        const acceptedSoFar = (warm.statuses[200] ?? 0) + accepted;
+        await waitDrained(server.url, acceptedSoFar * rowsPerRequest, 30_000);
         const rps = Math.max(1, committedRows / rowsPerRequest / 2);
         half = await openLoop(server.url, bodies, connections, seconds * 1000, path, rps);
         half.latencies.sort((a, b) => a - b);
