@@ -82,6 +82,7 @@ const reports: Record<string, TableReport[]> = {
     await build(out, 'appends', 'logs', [7, 1, 0, 25, 3]),
     await build(out, 'appends', 'metrics_hist', [5, 11, 2], {}, 2),
     await build(out, 'appends', 'spans', [9, 4], {}, 3),
+    await build(out, 'appends', 'span_links', [6, 1, 8], {}, 11),
   ],
   checkpoint: [
     await build(out, 'checkpoint', 'logs', [3, 4, 5, 6, 7, 8, 9, 'checkpoint'], { checkpointInterval: 3 }, 4),
