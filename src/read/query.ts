@@ -66,9 +66,12 @@ async function runInWorker(q: NormalizedQuery, files: FileEntry[]): Promise<Row[
 }
 
 /**
- * Reads rows of a table, newest first by event_ts. Tables are listed fresh for every query, so a
- * reader sees what a concurrent writer committed; a file vacuumed between listing and scanning
- * makes the query list again and retry (up to MAX_ATTEMPTS listings).
+ * Reads rows of a table, newest first by event_ts. Every query re-reads the listing of each
+ * table's Delta log (a table is reloaded when its log changed), so a reader sees what a concurrent
+ * writer committed; a file vacuumed between listing and scanning makes the query list again and
+ * retry (up to MAX_ATTEMPTS listings). `dateFrom`/`dateTo` select the day folders (UTC day of
+ * arrival), not event_ts. The lazy frame is built in the calling thread; collect it with
+ * `collectSync` in a worker if a native panic must not abort the process.
  */
 export async function readTable(
   layout: InstanceLayout,
