@@ -114,3 +114,6 @@ export function parseIntervalMs(value: string | undefined, fallbackMs: number): 
 
 /** Default `delta.deletedFileRetentionDuration`: tombstones younger than this stay in checkpoints. */
 export const DEFAULT_TOMBSTONE_RETENTION_MS = 7 * 86_400_000;
+
+/** Default `delta.logRetentionDuration`: log entries older than this may be cleaned up. */
+export const DEFAULT_LOG_RETENTION_MS = 30 * 86_400_000;

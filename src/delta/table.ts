@@ -18,6 +18,7 @@ import {
   checkpointFileName,
   commitContent,
   commitFileName,
+  DEFAULT_LOG_RETENTION_MS,
   DEFAULT_TOMBSTONE_RETENTION_MS,
   LAST_CHECKPOINT,
   LOG_DIR,
@@ -54,6 +55,12 @@ export interface DeltaOptions {
   rowGroupSize?: number;
   /** fsync data files and commits before they become visible (survives power loss). Default true. */
   fsync?: boolean;
+  /**
+   * After each checkpoint, delete log entries older than the newest checkpoint written at least
+   * this long ago (cleanupLog). Default: the table's `delta.logRetentionDuration`, else 30 days.
+   * Null = never.
+   */
+  logRetentionMs?: number | null;
 }
 
 /** A live data file of the current snapshot. */
@@ -294,8 +301,9 @@ export class DeltaTable {
   readonly dir: string;
   readonly schema: TableSchema;
   private readonly logDir: string;
-  private readonly opts: Required<Omit<DeltaOptions, 'autoCompact'>> & {
+  private readonly opts: Required<Omit<DeltaOptions, 'autoCompact' | 'logRetentionMs'>> & {
     autoCompact: DeltaOptions['autoCompact'];
+    logRetentionMs: number | null;
   };
   private state: LogState;
   private readonly parsed = new Map<string, AddFile>();
@@ -323,6 +331,13 @@ export class DeltaTable {
       engineInfo: opts.engineInfo ?? ENGINE_INFO,
       rowGroupSize: opts.rowGroupSize ?? DEFAULT_ROW_GROUP,
       fsync: opts.fsync ?? true,
+      logRetentionMs:
+        opts.logRetentionMs === undefined
+          ? parseIntervalMs(
+              state.metaData!.configuration['delta.logRetentionDuration'],
+              DEFAULT_LOG_RETENTION_MS,
+            )
+          : opts.logRetentionMs,
     };
     if (!Number.isSafeInteger(this.opts.checkpointInterval) || this.opts.checkpointInterval < 1)
       throw new TypeError('checkpointInterval must be a positive integer');
@@ -442,14 +457,20 @@ export class DeltaTable {
   private async catchUp(): Promise<void> {
     const latestCheckpoint = await readLastCheckpointVersion(this.logDir);
     if (latestCheckpoint !== null && latestCheckpoint - this.state.version > RELOAD_AFTER_COMMITS) {
-      this.state = await loadState(this.dir);
-      this.parsed.clear();
-      this.changed();
-      return;
+      return this.reload();
     }
     const before = new Set(this.state.adds.keys());
-    if ((await replayCommits(this.logDir, this.state)) === 0) return;
-    for (const p of before) if (!this.state.adds.has(p)) this.parsed.delete(p);
+    if ((await replayCommits(this.logDir, this.state)) > 0) {
+      for (const p of before) if (!this.state.adds.has(p)) this.parsed.delete(p);
+      this.changed();
+    }
+    // Log cleanup may have removed the commits after our version: the checkpoint holds them.
+    if (latestCheckpoint !== null && latestCheckpoint > this.state.version) await this.reload();
+  }
+
+  private async reload(): Promise<void> {
+    this.state = await loadState(this.dir);
+    this.parsed.clear();
     this.changed();
   }
 
@@ -821,6 +842,7 @@ export class DeltaTable {
         }
       }
       this.lastCheckpointed = Math.max(this.lastCheckpointed, cp.version);
+      if (this.opts.logRetentionMs !== null) await this.cleanupLog({ retentionMs: this.opts.logRetentionMs });
     };
     const p = this.checkpointLane.then(run, run);
     this.checkpointLane = p.catch(() => {});
@@ -831,6 +853,43 @@ export class DeltaTable {
   async checkpoint(): Promise<void> {
     const cp = await inLane(this.dir, async () => this.captureCheckpoint());
     await this.track(this.writeCheckpointOf(cp));
+  }
+
+  /**
+   * Deletes the commits and checkpoints before the newest checkpoint written at least
+   * `retentionMs` ago (that checkpoint, its commit and everything after stay). Oldest first, so a
+   * crash leaves a readable log. Readers of an older version reload from the checkpoint.
+   */
+  async cleanupLog(opts: { retentionMs: number }): Promise<{ deleted: number }> {
+    if (!(opts.retentionMs >= 0)) throw new TypeError('retentionMs must be >= 0');
+    const cutoff = Date.now() - opts.retentionMs;
+    const { checkpoints } = await listLog(this.logDir);
+    let keep: number | null = null;
+    for (const cp of checkpoints) {
+      if (cp > this.state.version) continue;
+      const st = await stat(join(this.logDir, checkpointFileName(cp))).catch(() => null);
+      if (st && st.mtimeMs <= cutoff) {
+        keep = cp;
+        break;
+      }
+    }
+    if (keep === null) return { deleted: 0 };
+    const doomed: { version: number; name: string }[] = [];
+    for (const name of await readdir(this.logDir)) {
+      const v = parseCommitVersion(name) ?? parseCheckpointVersion(name);
+      if (v !== null && v < keep) doomed.push({ version: v, name });
+    }
+    doomed.sort((a, b) => a.version - b.version);
+    let deleted = 0;
+    for (const d of doomed) {
+      try {
+        await unlink(join(this.logDir, d.name));
+        deleted++;
+      } catch (err) {
+        if (errCode(err) !== 'ENOENT') throw err;
+      }
+    }
+    return { deleted };
   }
 
   // -------------------------------------------------------------------------------------------

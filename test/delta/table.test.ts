@@ -387,3 +387,56 @@ test('refresh follows another writer, reloading from a checkpoint when far behin
   await r.refresh();
   assert.deepEqual(snapshotOf(r), snapshotOf(w));
 });
+
+test('log cleanup keeps the newest old-enough checkpoint and after; stale readers reload', async () => {
+  const dir = tempDir();
+  const logDir = join(dir, LOG_DIR);
+  const w = await DeltaTable.createOrOpen(dir, LOGS, { checkpointInterval: 5, logRetentionMs: null });
+  for (let i = 0; i < 3; i++) await appendRows(w, LOGS, makeRows(LOGS, 2, i, i * 10));
+  const stale = await DeltaTable.open(dir);
+  assert.equal(stale.version, 3);
+  for (let i = 3; i < 12; i++) await appendRows(w, LOGS, makeRows(LOGS, 2, i, i * 10));
+  await w.checkpoint(); // 5, 10 automatic; 12 on demand
+  // Nothing is old enough under a one-hour retention.
+  assert.deepEqual(await w.cleanupLog({ retentionMs: 3_600_000 }), { deleted: 0 });
+  // Make checkpoint 10 old and 12 recent: 10 stays, with everything after it.
+  const old = new Date(Date.now() - 7_200_000);
+  utimesSync(join(logDir, checkpointFileName(10)), old, old);
+  assert.deepEqual(await w.cleanupLog({ retentionMs: 3_600_000 }), { deleted: 11 }); // 0..9.json, 5.checkpoint
+  const left = readdirSync(logDir)
+    .filter((n) => /^\d{20}\./.test(n))
+    .sort();
+  assert.deepEqual(left, [
+    checkpointFileName(10),
+    commitFileName(10),
+    commitFileName(11),
+    checkpointFileName(12),
+    commitFileName(12),
+  ]);
+  assert.deepEqual(snapshotOf(await DeltaTable.open(dir)), snapshotOf(w));
+  // A reader at version 3 cannot replay 4..9 any more: it reloads from the checkpoint.
+  await stale.refresh();
+  assert.deepEqual(snapshotOf(stale), snapshotOf(w));
+  // Zero retention keeps only the newest checkpoint; new appends continue the log.
+  assert.deepEqual(await w.cleanupLog({ retentionMs: 0 }), { deleted: 3 });
+  await appendRows(w, LOGS, makeRows(LOGS, 1, 99, 990));
+  await w.close();
+  assert.deepEqual(snapshotOf(await DeltaTable.open(dir)), snapshotOf(w));
+  assert.equal(w.rowCount(), 25);
+});
+
+test('automatic log cleanup after checkpoints with logRetentionMs 0 bounds the log', async () => {
+  const dir = tempDir();
+  const w = await DeltaTable.createOrOpen(dir, LOGS, { checkpointInterval: 4, logRetentionMs: 0 });
+  for (let i = 0; i < 14; i++) await appendRows(w, LOGS, makeRows(LOGS, 1, i, i));
+  await w.close();
+  const names = readdirSync(join(dir, LOG_DIR)).filter((n) => /^\d{20}\./.test(n));
+  // Checkpoint 12 and commits 12..14 remain.
+  assert.deepEqual(names.sort(), [
+    checkpointFileName(12),
+    commitFileName(12),
+    commitFileName(13),
+    commitFileName(14),
+  ]);
+  assert.deepEqual(snapshotOf(await DeltaTable.open(dir)), snapshotOf(w));
+});
