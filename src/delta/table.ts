@@ -351,8 +351,9 @@ export class DeltaTable {
     const root = resolve(dir);
     const logDir = join(root, LOG_DIR);
     const schemaString = deltaSchemaString(schema);
-    const existing = await readIfExists(join(logDir, commitFileName(0)));
-    if (!existing) {
+    // After log cleanup version 0 is gone, but any commit or checkpoint means the table exists.
+    const listing = await listLog(logDir);
+    if (listing.commits.length === 0 && listing.checkpoints.length === 0) {
       await mkdir(logDir, { recursive: true });
       const now = Date.now();
       const actions: Action[] = [

@@ -423,6 +423,10 @@ test('log cleanup keeps the newest old-enough checkpoint and after; stale reader
   await w.close();
   assert.deepEqual(snapshotOf(await DeltaTable.open(dir)), snapshotOf(w));
   assert.equal(w.rowCount(), 25);
+  // Without version 0 the table still exists: createOrOpen opens it instead of starting over.
+  const again = await DeltaTable.createOrOpen(dir, LOGS);
+  assert.deepEqual(snapshotOf(again), snapshotOf(w));
+  assert.equal(existsSync(join(logDir, commitFileName(0))), false);
 });
 
 test('automatic log cleanup after checkpoints with logRetentionMs 0 bounds the log', async () => {
