@@ -165,9 +165,11 @@ async function startServer(
   );
   const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
   const url = await new Promise<string>((resolve, reject) => {
-    createInterface({ input: child.stdout! }).once('line', (line) =>
-      resolve((JSON.parse(line) as { url: string }).url),
-    );
+    // Other output of the server (e.g. --trace-gc) goes to stderr.
+    createInterface({ input: child.stdout! }).on('line', (line) => {
+      if (line.startsWith('{"url"')) resolve((JSON.parse(line) as { url: string }).url);
+      else process.stderr.write(`${line}\n`);
+    });
     child.once('exit', () => reject(new Error('server exited before listening')));
   });
   return {
