@@ -116,6 +116,20 @@ function describeRejections(
   return parts.join('; ');
 }
 
+/** The first project id in the rows that is not acceptable, or null (rows of a request mostly share one). */
+function firstInvalidProject(tables: Partial<Record<TableName, Row[]>>, known: string): string | null {
+  let ok = known;
+  for (const rows of Object.values(tables)) {
+    for (const row of rows) {
+      const project = row['project_id'];
+      if (project === ok) continue;
+      if (typeof project !== 'string' || !isValidProjectId(project)) return String(project);
+      ok = project;
+    }
+  }
+  return null;
+}
+
 export function registerIngestRoutes(app: FastifyInstance, opts: IngestRouteOptions): void {
   const { logger, proto } = opts;
 
@@ -200,6 +214,19 @@ export function registerIngestRoutes(app: FastifyInstance, opts: IngestRouteOpti
       }
       request.log.error({ err }, 'decoding an OTLP request failed');
       return sendStatus(reply, 500, `internal error: ${(err as Error).message}`, format);
+    }
+
+    // Without the header, the project came from each resource's project.id: the same rule applies.
+    if (headerProject === undefined) {
+      const bad = firstInvalidProject(mapped.tables, opts.defaultProjectId);
+      if (bad !== null) {
+        return sendStatus(
+          reply,
+          400,
+          `invalid resource attribute project.id ${JSON.stringify(bad)}: use ${PROJECT_ID_RULE}`,
+          format,
+        );
+      }
     }
 
     const work: Promise<[TableName, IngestResult]>[] = [];

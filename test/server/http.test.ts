@@ -290,6 +290,17 @@ describe('project id, partial success, empty requests', () => {
     assert.match(decodeStatusProto(p.bytes).message, /X-Project-Id/);
   });
 
+  test('an unsafe resource attribute project.id is 400 too (the header would win over it)', async () => {
+    const res = await post(`${s.url}/v1/logs`, logsRequest('bad/project', ['y']));
+    assert.equal(res.status, 400);
+    assert.match(JSON.parse(res.text).message, /invalid resource attribute project\.id "bad\/project"/);
+    const overridden = await post(`${s.url}/v1/logs`, logsRequest('bad/project', ['z']), {
+      ...JSON_CT,
+      'x-project-id': 'header-wins',
+    });
+    assert.equal(overridden.status, 200);
+  });
+
   test('rows refused by validation are counted in partial_success with a message; the rest is stored', async () => {
     const span = (id: string, start: string) => ({
       traceId: '5b8efff798038103d269b633813fc60c',
