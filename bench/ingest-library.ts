@@ -43,7 +43,12 @@ async function run(label: string, options: PartialOptions): Promise<void> {
   }, 25);
   const loop = monitorEventLoopDelay({ resolution: 5 });
   try {
-    const logger = await Logger.open({ instanceDir: dir, instanceId: 'bench', options, handleSignals: false });
+    const logger = await Logger.open({
+      instanceDir: dir,
+      instanceId: 'bench',
+      options,
+      handleSignals: false,
+    });
     loop.enable();
     const t0 = performance.now();
     const CHUNK = 1000;
