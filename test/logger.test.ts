@@ -35,6 +35,11 @@ describe('Logger', () => {
     for (const t of TABLE_NAMES) {
       const table = await DeltaTable.open(join(root, 'staging', 'days', today(), 'otel', t));
       assert.equal(table.rowCount(), 0, t);
+      assert.deepEqual(
+        await logger.read(t, { projectId: 'p', maxRows: 10 }),
+        [],
+        `empty ${t} reads as no rows`,
+      );
     }
     await logger.stop();
   });

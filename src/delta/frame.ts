@@ -137,6 +137,17 @@ function columnData(col: ColumnData, n: number): Data {
   switch (col.kind) {
     case 'string':
       return utf8Data(col.values, n);
+    case 'utf8': {
+      const { bits, nulls } = bitmap(col.valid, n);
+      return makeData({
+        type: new Utf8(),
+        length: n,
+        nullCount: nulls,
+        nullBitmap: bits,
+        valueOffsets: col.offsets.subarray(0, n + 1),
+        data: col.bytes,
+      });
+    }
     case 'list_long':
       return listData(col.values, n, new Int64(), (len) => new BigInt64Array(len));
     case 'list_double':

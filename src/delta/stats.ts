@@ -210,6 +210,33 @@ function columnStats(name: string, col: ColumnData, n: number, out: FileStats): 
       if (upper !== null) out.maxValues[name] = upper;
       return;
     }
+    case 'utf8': {
+      // UTF-8 byte order is code point order: compare bytes, decode only the two winners.
+      const { offsets, valid } = col;
+      const bytes = Buffer.from(col.bytes.buffer, col.bytes.byteOffset, col.bytes.length);
+      let nulls = 0;
+      let lo = -1;
+      let hi = -1;
+      for (let i = 0; i < n; i++) {
+        if (valid !== null && valid[i] !== 1) {
+          nulls++;
+          continue;
+        }
+        const a = offsets[i]!;
+        const b = offsets[i + 1]!;
+        if (lo < 0) {
+          lo = i;
+          hi = i;
+        } else if (bytes.compare(bytes, offsets[lo]!, offsets[lo + 1]!, a, b) < 0) lo = i;
+        else if (bytes.compare(bytes, offsets[hi]!, offsets[hi + 1]!, a, b) > 0) hi = i;
+      }
+      out.nullCount[name] = nulls;
+      if (lo < 0) return;
+      out.minValues[name] = truncateMin(bytes.toString('utf8', offsets[lo], offsets[lo + 1]));
+      const upper = truncateMax(bytes.toString('utf8', offsets[hi], offsets[hi + 1]));
+      if (upper !== null) out.maxValues[name] = upper;
+      return;
+    }
     case 'boolean': {
       let nulls = 0;
       if (col.valid !== null) for (let i = 0; i < n; i++) if (col.valid[i] !== 1) nulls++;

@@ -32,7 +32,7 @@ import {
   TEMP_PREFIXES,
   type TxnAction,
 } from './actions.ts';
-import { type ColumnBatch, columnKind, isValid, transferables } from './batch.ts';
+import { type ColumnBatch, columnKind, columnLength, isValid, transferables } from './batch.ts';
 import { type CheckpointContent, decodeCheckpoint } from './checkpoint.ts';
 import type { CheckpointTask, CompactTask, WriteBatchTask, WrittenFile } from './parquet-worker.ts';
 import { deltaSchemaString, schemaFromDelta } from './schema-string.ts';
@@ -536,9 +536,10 @@ export class DeltaTable {
     for (const def of this.schema.columns) {
       const col = batch.columns[def.name];
       if (!col) throw new TypeError(`batch for ${this.schema.name} has no column ${def.name}`);
-      if (col.kind !== columnKind(def.type))
-        throw new TypeError(`column ${def.name}: expected ${columnKind(def.type)}, got ${col.kind}`);
-      if (col.values.length < batch.numRows)
+      const expected = columnKind(def.type);
+      if (col.kind !== expected && !(expected === 'string' && col.kind === 'utf8'))
+        throw new TypeError(`column ${def.name}: expected ${expected}, got ${col.kind}`);
+      if (columnLength(col) < batch.numRows)
         throw new TypeError(`column ${def.name} has fewer rows than the batch`);
       if (!def.nullable) {
         for (let i = 0; i < batch.numRows; i++) {

@@ -9,7 +9,7 @@
 import { BatchBuilder, type ColumnBatch } from '../delta/batch.ts';
 import { SCHEMAS, TABLE_NAMES, type TableName } from '../schema/tables.ts';
 import type { AggregatorConfig } from '../storage/options.ts';
-import type { Producer } from './producer.ts';
+import type { Producer, QueuedRow } from './producer.ts';
 
 export interface TableWriter {
   append(batch: ColumnBatch): Promise<unknown>;
@@ -42,6 +42,8 @@ interface Slot {
 }
 
 const MAX_ATTEMPTS = 8;
+/** Rows moved from the queue into batches per event-loop turn. */
+const DRAIN_CHUNK = 2048;
 
 export class Aggregator {
   private readonly slots = new Map<string, Slot>();
@@ -90,23 +92,32 @@ export class Aggregator {
     });
   }
 
-  /** Moves queued rows into batches while the hold limit allows. */
+  /**
+   * Moves queued rows into batches while the hold limit allows, at most DRAIN_CHUNK rows per
+   * event-loop turn so that a deep queue never stalls the loop.
+   */
   private drain(): void {
-    while (this.held < this.holdLimit && this.producer.depth > 0) {
-      const chunk = this.producer.take(Math.min(this.holdLimit - this.held, 4096));
-      for (const q of chunk) {
-        const slot = this.slot(q.table, q.day);
-        if (slot.builder.size === 0) slot.oldestAt = this.clock();
-        slot.builder.pushValues(q.values);
-        this.held++;
-        if (slot.builder.size >= this.cfg.max_batch_rows) this.flush(slot);
-      }
+    let budget = DRAIN_CHUNK;
+    while (budget > 0 && this.held < this.holdLimit && this.producer.depth > 0) {
+      const chunk = this.producer.take(Math.min(this.holdLimit - this.held, budget));
+      budget -= chunk.length;
+      for (const q of chunk) this.add(q);
     }
-    if (this.producer.depth === 0) {
-      for (const slot of this.slots.values()) {
-        if (slot.builder.size >= this.cfg.min_batch_rows && slot.writingRows === 0) this.flush(slot);
-      }
+    if (this.producer.depth > 0) {
+      if (this.held < this.holdLimit) this.scheduleDrain();
+      return;
     }
+    for (const slot of this.slots.values()) {
+      if (slot.builder.size >= this.cfg.min_batch_rows && slot.writingRows === 0) this.flush(slot);
+    }
+  }
+
+  private add(q: QueuedRow): void {
+    const slot = this.slot(q.table, q.day);
+    if (slot.builder.size === 0) slot.oldestAt = this.clock();
+    slot.builder.pushValues(q.values);
+    this.held++;
+    if (slot.builder.size >= this.cfg.max_batch_rows) this.flush(slot);
   }
 
   private onTick(): void {
@@ -205,13 +216,7 @@ export class Aggregator {
 
   /** Like drain, but ignores the hold limit: used when stopping. */
   private drainAll(): void {
-    for (const q of this.producer.take(Number.POSITIVE_INFINITY)) {
-      const slot = this.slot(q.table, q.day);
-      if (slot.builder.size === 0) slot.oldestAt = this.clock();
-      slot.builder.pushValues(q.values);
-      this.held++;
-      if (slot.builder.size >= this.cfg.max_batch_rows) this.flush(slot);
-    }
+    for (const q of this.producer.take(Number.POSITIVE_INFINITY)) this.add(q);
   }
 
   /** Waits for writes already handed to the writers (stop with flush 'none'). */
