@@ -9,7 +9,14 @@ import { type ColumnDef, type ColumnType, isListType, type Row, type TableSchema
 export type ColumnData =
   | { kind: 'string'; values: (string | null)[] }
   /** UTF-8 bytes of every row; row i is bytes[offsets[i]..offsets[i + 1]]. */
-  | { kind: 'utf8'; bytes: Uint8Array; offsets: Int32Array; valid: Uint8Array | null }
+  | {
+      kind: 'utf8';
+      bytes: Uint8Array;
+      offsets: Int32Array;
+      valid: Uint8Array | null;
+      /** repeats[i] = 1: row i holds the value of an earlier row (statistics need not look at it). */
+      repeats?: Uint8Array | null;
+    }
   | { kind: 'long' | 'timestamp'; values: BigInt64Array; valid: Uint8Array | null }
   | { kind: 'integer'; values: Int32Array; valid: Uint8Array | null }
   | { kind: 'double'; values: Float64Array; valid: Uint8Array | null }
@@ -52,8 +59,10 @@ export function isValid(column: ColumnData, i: number): boolean {
 export function transferables(batch: ColumnBatch): ArrayBuffer[] {
   const out: ArrayBuffer[] = [];
   for (const c of Object.values(batch.columns)) {
-    if (c.kind === 'utf8') out.push(c.bytes.buffer as ArrayBuffer, c.offsets.buffer as ArrayBuffer);
-    else if ('valid' in c) out.push(c.values.buffer as ArrayBuffer);
+    if (c.kind === 'utf8') {
+      out.push(c.bytes.buffer as ArrayBuffer, c.offsets.buffer as ArrayBuffer);
+      if (c.repeats) out.push(c.repeats.buffer as ArrayBuffer);
+    } else if ('valid' in c) out.push(c.values.buffer as ArrayBuffer);
     if ('valid' in c && c.valid) out.push(c.valid.buffer as ArrayBuffer);
   }
   return out;
@@ -65,18 +74,27 @@ class Utf8Column {
   private view: Buffer;
   private used = 0;
   offsets: Int32Array;
+  private repeats: Uint8Array;
   private pending: string[] = [];
   /** Row index of pending[0]. */
   private pendingFrom = 0;
+  /** The last non-null value: a row repeating it (same resource, scope, service) is marked. */
+  private last: string | null = null;
 
   constructor(rows: number) {
     this.bytes = new Uint8Array(Math.max(256, rows * 32));
     this.view = Buffer.from(this.bytes.buffer, 0, this.bytes.length);
     this.offsets = new Int32Array(rows + 1);
+    this.repeats = new Uint8Array(rows);
   }
 
-  push(s: string): void {
-    this.pending.push(s);
+  push(s: string | null): void {
+    if (s === null) this.pending.push('');
+    else {
+      if (s === this.last) this.repeats[this.pendingFrom + this.pending.length] = 1;
+      this.last = s;
+      this.pending.push(s);
+    }
     if (this.pending.length === UTF8_CHUNK) this.encode();
   }
 
@@ -84,6 +102,9 @@ class Utf8Column {
     const offsets = new Int32Array(rows + 1);
     offsets.set(this.offsets);
     this.offsets = offsets;
+    const repeats = new Uint8Array(rows);
+    repeats.set(this.repeats);
+    this.repeats = repeats;
   }
 
   private reserve(bytes: number): void {
@@ -124,9 +145,13 @@ class Utf8Column {
     this.pending = [];
   }
 
-  finish(rows: number): { bytes: Uint8Array; offsets: Int32Array } {
+  finish(rows: number): { bytes: Uint8Array; offsets: Int32Array; repeats: Uint8Array } {
     this.encode();
-    return { bytes: this.bytes.slice(0, this.used), offsets: this.offsets.slice(0, rows + 1) };
+    return {
+      bytes: this.bytes.slice(0, this.used),
+      offsets: this.offsets.slice(0, rows + 1),
+      repeats: this.repeats.slice(0, rows),
+    };
   }
 }
 
@@ -234,7 +259,7 @@ export class BatchBuilder {
       const v = values[j];
       if (c.utf8) {
         if (v === null || v === undefined) {
-          c.utf8.push('');
+          c.utf8.push(null);
           c.nulls++;
         } else {
           c.utf8.push(v as string);

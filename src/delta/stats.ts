@@ -119,6 +119,21 @@ export function computeStats(schema: TableSchema, batch: ColumnBatch): FileStats
   return stats;
 }
 
+/**
+ * Compares bytes[a0..a1] with bytes[b0..b1]. A loop in JS: values differ early or are short,
+ * and a native call per row costs more than the comparison itself.
+ */
+function compareBytes(bytes: Uint8Array, a0: number, a1: number, b0: number, b1: number): number {
+  const la = a1 - a0;
+  const lb = b1 - b0;
+  const n = la < lb ? la : lb;
+  for (let k = 0; k < n; k++) {
+    const d = bytes[a0 + k]! - bytes[b0 + k]!;
+    if (d !== 0) return d;
+  }
+  return la - lb;
+}
+
 function columnStats(name: string, col: ColumnData, n: number, out: FileStats): void {
   switch (col.kind) {
     case 'long':
@@ -212,8 +227,8 @@ function columnStats(name: string, col: ColumnData, n: number, out: FileStats): 
     }
     case 'utf8': {
       // UTF-8 byte order is code point order: compare bytes, decode only the two winners.
-      const { offsets, valid } = col;
-      const bytes = Buffer.from(col.bytes.buffer, col.bytes.byteOffset, col.bytes.length);
+      const { bytes, offsets, valid } = col;
+      const repeats = col.repeats ?? null;
       let nulls = 0;
       let lo = -1;
       let hi = -1;
@@ -222,18 +237,20 @@ function columnStats(name: string, col: ColumnData, n: number, out: FileStats): 
           nulls++;
           continue;
         }
+        if (repeats !== null && repeats[i] === 1) continue;
         const a = offsets[i]!;
         const b = offsets[i + 1]!;
         if (lo < 0) {
           lo = i;
           hi = i;
-        } else if (bytes.compare(bytes, offsets[lo]!, offsets[lo + 1]!, a, b) < 0) lo = i;
-        else if (bytes.compare(bytes, offsets[hi]!, offsets[hi + 1]!, a, b) > 0) hi = i;
+        } else if (compareBytes(bytes, a, b, offsets[lo]!, offsets[lo + 1]!) < 0) lo = i;
+        else if (compareBytes(bytes, a, b, offsets[hi]!, offsets[hi + 1]!) > 0) hi = i;
       }
       out.nullCount[name] = nulls;
       if (lo < 0) return;
-      out.minValues[name] = truncateMin(bytes.toString('utf8', offsets[lo], offsets[lo + 1]));
-      const upper = truncateMax(bytes.toString('utf8', offsets[hi], offsets[hi + 1]));
+      const text = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length);
+      out.minValues[name] = truncateMin(text.toString('utf8', offsets[lo], offsets[lo + 1]));
+      const upper = truncateMax(text.toString('utf8', offsets[hi], offsets[hi + 1]));
       if (upper !== null) out.maxValues[name] = upper;
       return;
     }

@@ -45,7 +45,8 @@ describe('BatchBuilder string columns', () => {
 
   it('give the same stats as plain string arrays, comparing by code point', () => {
     // U+FF61 sorts before U+1F600 by code point but after it by UTF-16 units.
-    const bodies = ['\uFF61', '\u{1F600}', 'a', null, 'zz'];
+    // Repeated values (marked as repeats by the builder) must not hide a minimum or maximum.
+    const bodies = ['m', 'm', '\uFF61', '\u{1F600}', '\u{1F600}', 'a', null, 'a', 'zz', 'zz'];
     const batch = build(bodies);
     const stats = computeStats(schema, batch);
     const asStrings = computeStats(schema, {
@@ -56,5 +57,8 @@ describe('BatchBuilder string columns', () => {
     assert.equal(stats.minValues['body'], 'a');
     assert.equal(stats.maxValues['body'], '\u{1F600}');
     assert.equal(stats.nullCount['body'], 1);
+    const body = batch.columns['body']!;
+    assert.ok(body.kind === 'utf8' && body.repeats);
+    if (body.kind === 'utf8') assert.deepEqual([...body.repeats!], [0, 1, 0, 0, 1, 0, 0, 1, 0, 1]);
   });
 });
