@@ -126,7 +126,7 @@ export function computeStats(schema: TableSchema, batch: ColumnBatch): FileStats
 function compareBytes(bytes: Uint8Array, a0: number, a1: number, b0: number, b1: number): number {
   const la = a1 - a0;
   const lb = b1 - b0;
-  const n = la < lb ? la : lb;
+  const n = Math.min(la, lb);
   for (let k = 0; k < n; k++) {
     const d = bytes[a0 + k]! - bytes[b0 + k]!;
     if (d !== 0) return d;
