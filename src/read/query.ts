@@ -43,8 +43,11 @@ export async function closeReadWorkers(): Promise<void> {
   if (p) await p.close();
 }
 
-/** Listings tried when files vanish under a query (a writer compacting and vacuuming). */
-const MAX_ATTEMPTS = 3;
+/**
+ * Listings tried when files vanish under a query (a writer compacting and vacuuming), with a
+ * short pause growing between them so a reader is not starved by a busy writer.
+ */
+export const MAX_ATTEMPTS = 8;
 
 /** A file listed as live was removed (vacuumed, compacted, day cleaned) before it was scanned. */
 function isVanishedFile(err: unknown): boolean {
@@ -115,6 +118,7 @@ export async function readTable(
       return await runInWorker(q, await resolveFiles(layout, q));
     } catch (err) {
       if (attempt >= MAX_ATTEMPTS || !isVanishedFile(err)) throw err;
+      await new Promise((r) => setTimeout(r, 5 * attempt));
     }
   }
 }
