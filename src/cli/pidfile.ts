@@ -2,8 +2,9 @@
 // A pidfile whose process is gone (crash, kill -9, reboot) is stale and may be taken over.
 
 import { readFileSync, unlinkSync } from 'node:fs';
-import { mkdir, open, readFile, unlink } from 'node:fs/promises';
+import { mkdir, open, unlink } from 'node:fs/promises';
 import { dirname } from 'node:path';
+import { readTextIfExists } from '../storage/files.ts';
 
 /** Whether a process with this id exists (and, on Linux, is an otelake process). */
 export function processAlive(pid: number): boolean {
@@ -31,13 +32,8 @@ function looksLikeOtelake(pid: number): boolean {
 
 /** The process id in a pidfile, or undefined when there is no pidfile. */
 export async function readPid(file: string): Promise<number | undefined> {
-  let text: string;
-  try {
-    text = await readFile(file, 'utf8');
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-    throw err;
-  }
+  const text = await readTextIfExists(file);
+  if (text === undefined) return undefined;
   const pid = Number(text.trim().split(/\s+/)[0]);
   // An empty or garbled pidfile (e.g. the disk filled up while writing it) counts as stale.
   return Number.isSafeInteger(pid) && pid > 0 ? pid : 0;

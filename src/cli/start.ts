@@ -99,6 +99,25 @@ async function rotateLog(file: string): Promise<void> {
   if (size > LOG_ROTATE_BYTES) await rename(file, `${file}.1`);
 }
 
+/** The command line of a server process running `start --foreground` for these flags. */
+function foregroundArgs(layout: InstanceLayout, flags: StartFlags, extra: string[] = []): string[] {
+  return [
+    ...process.execArgv,
+    LAUNCHER,
+    'start',
+    '--foreground',
+    ...extra,
+    '--instance-id',
+    layout.instanceId,
+    '--dir',
+    resolve(flags.dir),
+    '--host',
+    flags.host,
+    '--port',
+    String(flags.port),
+  ];
+}
+
 async function startInBackground(flags: StartFlags, layout: InstanceLayout): Promise<void> {
   await clearStalePidFile(layout);
   await checkPortFree(flags.host, flags.port);
@@ -111,20 +130,7 @@ async function startInBackground(flags: StartFlags, layout: InstanceLayout): Pro
   let child: ChildProcess;
   try {
     await log.write(`--- otelake start ${new Date().toISOString()} ---\n`);
-    const args = [
-      ...process.execArgv,
-      LAUNCHER,
-      'start',
-      '--foreground',
-      '--instance-id',
-      layout.instanceId,
-      '--dir',
-      resolve(flags.dir),
-      '--host',
-      flags.host,
-      '--port',
-      String(flags.port),
-    ];
+    const args = foregroundArgs(layout, flags);
     child = spawn(process.execPath, args, {
       detached: true,
       stdio: ['ignore', log.fd, log.fd],
@@ -198,21 +204,7 @@ async function superviseWithReload(flags: StartFlags, layout: InstanceLayout): P
   const say = (msg: string) => process.stderr.write(`[reload] ${msg}\n`);
   if (claim.stalePid !== undefined) say(`removed a stale pidfile (process ${claim.stalePid})`);
 
-  const args = [
-    ...process.execArgv,
-    LAUNCHER,
-    'start',
-    '--foreground',
-    '--no-pidfile',
-    '--instance-id',
-    layout.instanceId,
-    '--dir',
-    resolve(flags.dir),
-    '--host',
-    flags.host,
-    '--port',
-    String(flags.port),
-  ];
+  const args = foregroundArgs(layout, flags, ['--no-pidfile']);
   let child: ChildProcess | undefined;
   let childExit: Promise<void> = Promise.resolve();
   let stopping = false;

@@ -1,7 +1,8 @@
 // `index/days.jsonl`: one JSON line per day phase, append-only, never rewritten.
 
-import { appendFile, mkdir, readFile } from 'node:fs/promises';
+import { appendFile, mkdir } from 'node:fs/promises';
 import { dirname } from 'node:path';
+import { readTextIfExists } from './files.ts';
 
 export type DayPhase = 'open' | 'sealed' | 'uploaded' | 'verified' | 'cleaned' | 'failed';
 
@@ -25,13 +26,8 @@ export async function appendDayPhase(
 
 /** Every phase line; a torn last line (crash while appending) is skipped. */
 export async function readDayPhases(file: string): Promise<DayPhaseLine[]> {
-  let text: string;
-  try {
-    text = await readFile(file, 'utf8');
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
-    throw err;
-  }
+  const text = await readTextIfExists(file);
+  if (text === undefined) return [];
   const out: DayPhaseLine[] = [];
   for (const line of text.split('\n')) {
     if (!line.trim()) continue;

@@ -1,8 +1,9 @@
 // Logger options: the specification's keys, their defaults, validation, and persistence in
 // `configs/options.json`. A logger created without options reloads and merges the saved ones.
 
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { mkdir, rename, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
+import { readTextIfExists } from './files.ts';
 
 export type DropPolicy = 'block' | 'drop_newest' | 'drop_oldest';
 export const DROP_POLICIES: readonly DropPolicy[] = ['block', 'drop_newest', 'drop_oldest'];
@@ -187,13 +188,8 @@ export function validateOptions(o: LoggerOptions): void {
 }
 
 export async function loadSavedOptions(file: string): Promise<PartialOptions | undefined> {
-  let text: string;
-  try {
-    text = await readFile(file, 'utf8');
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-    throw err;
-  }
+  const text = await readTextIfExists(file);
+  if (text === undefined) return undefined;
   try {
     return JSON.parse(text) as PartialOptions;
   } catch (err) {
