@@ -57,7 +57,7 @@ export async function buildServer(logger: Logger, opts: BuildServerOptions = {})
   const loopDelay = monitorEventLoopDelay({ resolution: LOOP_RESOLUTION_MS });
   loopDelay.enable();
   app.addHook('onClose', async () => loopDelay.disable());
-  const ms = (ns: number) => Math.max(0, Math.round(ns / 1e4) / 100 - LOOP_RESOLUTION_MS);
+  const ms = (ns: number) => Math.max(0, Math.round(ns / 1e4 - LOOP_RESOLUTION_MS * 100) / 100);
 
   const startedAt = Date.now();
   app.get('/healthz', async () => {
