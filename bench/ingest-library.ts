@@ -72,7 +72,7 @@ async function run(label: string, options: PartialOptions): Promise<void> {
     });
     loop.enable();
     const t0 = performance.now();
-    const CHUNK = 1000;
+    const CHUNK = Number(process.env.INGEST_CHUNK ?? 1000);
     let refused = 0;
     for (let i = 0; i < N; i += CHUNK) {
       const pending: Promise<[boolean, string | null]>[] = [];

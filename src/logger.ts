@@ -158,7 +158,7 @@ export class Logger {
   private async writer(table: TableName, day: string): Promise<TableWriter> {
     const dt = await this.table(table, day);
     return {
-      append: (batch) => dt.append(batch),
+      append: (batch, opts) => dt.append(batch, opts),
       close: async () => {
         this.tables.delete(`${table}/${day}`);
         await dt.close();

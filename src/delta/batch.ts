@@ -68,6 +68,11 @@ export function transferables(batch: ColumnBatch): ArrayBuffer[] {
   return out;
 }
 
+/** False once the batch's buffers were transferred away (and not handed back). */
+export function isIntact(batch: ColumnBatch): boolean {
+  return transferables(batch).every((b) => !b.detached);
+}
+
 /** Strings of a column encoded a chunk at a time: one join and one encode per chunk. */
 class Utf8Column {
   private bytes: Uint8Array;
@@ -147,10 +152,11 @@ class Utf8Column {
 
   finish(rows: number): { bytes: Uint8Array; offsets: Int32Array; repeats: Uint8Array } {
     this.encode();
+    // Views, not copies: the builder starts new buffers for its next batch.
     return {
-      bytes: this.bytes.slice(0, this.used),
-      offsets: this.offsets.slice(0, rows + 1),
-      repeats: this.repeats.slice(0, rows),
+      bytes: this.bytes.subarray(0, this.used),
+      offsets: this.offsets.subarray(0, rows + 1),
+      repeats: this.repeats.subarray(0, rows),
     };
   }
 }
@@ -295,13 +301,13 @@ export class BatchBuilder {
     const columns: Record<string, ColumnData> = {};
     for (const c of this.cols) {
       if (c.utf8) {
-        const valid = c.nulls === 0 ? null : c.valid!.slice(0, n);
+        const valid = c.nulls === 0 ? null : c.valid!.subarray(0, n);
         columns[c.def.name] = { kind: 'utf8', ...c.utf8.finish(n), valid };
       } else if (c.items) {
         columns[c.def.name] = { kind: c.kind, values: c.items } as ColumnData;
       } else {
-        const values = c.typed!.slice(0, n);
-        const valid = c.nulls === 0 ? null : c.valid!.slice(0, n);
+        const values = c.typed!.subarray(0, n);
+        const valid = c.nulls === 0 ? null : c.valid!.subarray(0, n);
         columns[c.def.name] = { kind: c.kind, values, valid } as ColumnData;
       }
     }

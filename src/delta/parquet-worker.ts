@@ -4,8 +4,8 @@
 import { open, rename, stat, unlink } from 'node:fs/promises';
 import pl from 'nodejs-polars';
 import type { ColumnDef, TableSchema } from '../schema/tables.ts';
-import { serveTasks } from '../storage/worker-pool.ts';
-import type { ColumnBatch } from './batch.ts';
+import { ReturnedInput, serveTasks, transferResult } from '../storage/worker-pool.ts';
+import { type ColumnBatch, transferables } from './batch.ts';
 import { type CheckpointContent, encodeCheckpoint } from './checkpoint.ts';
 import { batchFrame } from './frame.ts';
 import { computeStats, type FileStats } from './stats.ts';
@@ -56,6 +56,12 @@ export interface WrittenFile {
   modificationTime: number;
 }
 
+export interface WrittenBatch extends WrittenFile {
+  stats: FileStats;
+  /** The batch written, handed back. */
+  batch: ColumnBatch;
+}
+
 async function finished(path: string): Promise<WrittenFile> {
   // Synced before it is committed: a commit must never point at a file lost with the page cache.
   await fsyncFile(path);
@@ -64,11 +70,18 @@ async function finished(path: string): Promise<WrittenFile> {
 }
 
 serveTasks({
-  async writeBatch(task: WriteBatchTask): Promise<WrittenFile & { stats: FileStats }> {
-    const schema = { name: 'batch', columns: task.columns, byName: new Map() } as unknown as TableSchema;
-    const stats = computeStats(schema, task.batch);
-    sink(batchFrame(task.columns, task.batch).lazy(), task.path, task.zstdLevel, task.rowGroupSize);
-    return { ...(await finished(task.path)), stats };
+  async writeBatch(task: WriteBatchTask) {
+    try {
+      const schema = { name: 'batch', columns: task.columns, byName: new Map() } as unknown as TableSchema;
+      const stats = computeStats(schema, task.batch);
+      sink(batchFrame(task.columns, task.batch).lazy(), task.path, task.zstdLevel, task.rowGroupSize);
+      const written: WrittenBatch = { ...(await finished(task.path)), stats, batch: task.batch };
+      // The batch goes back too (no copy): the caller keeps it until the commit is durable.
+      return transferResult(written, transferables(task.batch));
+    } catch (err) {
+      // The batch came by transfer: hand it back so that the write can be retried.
+      throw new ReturnedInput((err as Error).message, task.batch, transferables(task.batch));
+    }
   },
 
   async compact(task: CompactTask): Promise<WrittenFile & { rows: number }> {

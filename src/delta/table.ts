@@ -34,7 +34,13 @@ import {
 } from './actions.ts';
 import { type ColumnBatch, columnKind, columnLength, isValid, transferables } from './batch.ts';
 import { type CheckpointContent, decodeCheckpoint } from './checkpoint.ts';
-import type { CheckpointTask, CompactTask, WriteBatchTask, WrittenFile } from './parquet-worker.ts';
+import type {
+  CheckpointTask,
+  CompactTask,
+  WriteBatchTask,
+  WrittenBatch,
+  WrittenFile,
+} from './parquet-worker.ts';
 import { deltaSchemaString, schemaFromDelta } from './schema-string.ts';
 import { type FileStats, mergeStats, parseStats, statsToJson } from './stats.ts';
 
@@ -164,6 +170,12 @@ class LogState {
     else if (action.protocol) this.protocol = action.protocol;
     else if (action.txn) this.txns.set(action.txn.appId, action.txn);
   }
+}
+
+/** The error of a failed append, carrying the batch handed back by the worker (if it was). */
+function withBatch(err: unknown, batch: ColumnBatch | undefined): unknown {
+  if (batch !== undefined && err instanceof Error) Object.assign(err, { batch });
+  return err;
 }
 
 function errCode(err: unknown): string | undefined {
@@ -551,7 +563,9 @@ export class DeltaTable {
 
   /**
    * Writes the batch as one Parquet file and commits it. Commits happen in call order. With
-   * `transfer`, the batch's buffers move to the worker (the batch is unusable afterwards).
+   * `transfer`, the batch's buffers move to the worker instead of being copied (the batch object
+   * is unusable afterwards); when the write or the commit fails, the rejection's `batch` holds
+   * the batch handed back, so that the caller can retry it.
    */
   append(batch: ColumnBatch, opts: { transfer?: boolean } = {}): Promise<AppendResult> {
     try {
@@ -571,19 +585,19 @@ export class DeltaTable {
       zstdLevel: this.opts.zstdLevel,
       rowGroupSize: this.opts.rowGroupSize,
     };
-    const writing = deltaPool().run<WrittenFile & { stats: FileStats }>(
+    const writing = deltaPool().run<WrittenBatch>(
       'writeBatch',
       task,
       opts.transfer ? transferables(batch) : [],
     );
     writing.catch(() => {}); // awaited below, inside the lane
     const committed = inLane(this.dir, async () => {
-      let written: WrittenFile & { stats: FileStats };
+      let written: WrittenBatch;
       try {
         written = await writing;
       } catch (err) {
         await unlink(abs).catch(() => {});
-        throw err;
+        throw withBatch(err, (err as { returned?: ColumnBatch }).returned);
       }
       const add: AddAction = {
         path: name,
@@ -593,17 +607,22 @@ export class DeltaTable {
         dataChange: true,
         stats: statsToJson(this.schema, written.stats),
       };
-      const version = await this.commit([
-        commitInfo('WRITE', { mode: 'Append', partitionBy: '[]' }, this.opts.engineInfo, {
-          isBlindAppend: true,
-          operationMetrics: {
-            numFiles: '1',
-            numOutputRows: String(batch.numRows),
-            numOutputBytes: String(written.size),
-          },
-        }),
-        { add },
-      ]);
+      let version: number;
+      try {
+        version = await this.commit([
+          commitInfo('WRITE', { mode: 'Append', partitionBy: '[]' }, this.opts.engineInfo, {
+            isBlindAppend: true,
+            operationMetrics: {
+              numFiles: '1',
+              numOutputRows: String(batch.numRows),
+              numOutputBytes: String(written.size),
+            },
+          }),
+          { add },
+        ]);
+      } catch (err) {
+        throw withBatch(err, written.batch);
+      }
       this.parsed.set(name, {
         path: name,
         size: add.size,

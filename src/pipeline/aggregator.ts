@@ -6,13 +6,17 @@
 // Rows held here (building or being written) are bounded, so a slow disk fills the queue and
 // the producer's drop policy applies: backpressure instead of unbounded memory.
 
-import { BatchBuilder, type ColumnBatch } from '../delta/batch.ts';
+import { BatchBuilder, type ColumnBatch, isIntact } from '../delta/batch.ts';
 import { SCHEMAS, TABLE_NAMES, type TableName } from '../schema/tables.ts';
 import type { AggregatorConfig } from '../storage/options.ts';
 import type { Producer, QueuedRow } from './producer.ts';
 
 export interface TableWriter {
-  append(batch: ColumnBatch): Promise<unknown>;
+  /**
+   * Writes and commits a batch. With `transfer` the batch's buffers move to the writer; a failed
+   * append then rejects with an error whose `batch` is the batch handed back, if it could be.
+   */
+  append(batch: ColumnBatch, opts?: { transfer?: boolean }): Promise<unknown>;
   close(): Promise<void>;
 }
 
@@ -167,6 +171,7 @@ export class Aggregator {
   }
 
   private async write(slot: Slot, batch: ColumnBatch): Promise<void> {
+    const rows = batch.numRows;
     for (let attempt = 1; ; attempt++) {
       try {
         slot.writer ??= this.openTable(slot.table, slot.day).catch((err) => {
@@ -174,9 +179,10 @@ export class Aggregator {
           throw err;
         });
         const writer = await slot.writer;
-        await writer.append(batch);
+        // Moved to the writer's worker, not copied: a failed append hands the batch back.
+        await writer.append(batch, { transfer: true });
         this.batchesWritten++;
-        this.rowsWritten += batch.numRows;
+        this.rowsWritten += rows;
         this.lastFlushAt = Date.now();
         return;
       } catch (err) {
@@ -184,8 +190,11 @@ export class Aggregator {
           at: new Date().toISOString(),
           message: `${slot.table} ${slot.day}: ${(err as Error).message}`,
         };
-        if (attempt >= MAX_ATTEMPTS || this.stopped) {
-          this.rowsFailed += batch.numRows;
+        const back = (err as { batch?: ColumnBatch }).batch;
+        if (back) batch = back;
+        // Without its batch (a worker that died mid-write) there is nothing left to retry.
+        if (attempt >= MAX_ATTEMPTS || this.stopped || !isIntact(batch)) {
+          this.rowsFailed += rows;
           return;
         }
         await new Promise((r) => setTimeout(r, Math.min(10_000, this.retryDelayMs * 2 ** (attempt - 1))));

@@ -82,19 +82,28 @@ export class WorkerPool {
     );
     worker.unref();
     const slot: Slot = { worker, busy: false, tasksRun: 0, pending: new Map() };
-    worker.on('message', (msg: { id: number; ok: boolean; result?: unknown; error?: string }) => {
-      const p = slot.pending.get(msg.id);
-      slot.pending.delete(msg.id);
-      slot.busy = false;
-      slot.worker.unref();
-      slot.tasksRun++;
-      if (p) {
-        if (msg.ok) p.resolve(msg.result);
-        else p.reject(new Error(msg.error));
-      }
-      if (this.opts.recycleAfter > 0 && slot.tasksRun >= this.opts.recycleAfter) this.retire(slot);
-      this.dispatch();
-    });
+    worker.on(
+      'message',
+      (msg: { id: number; ok: boolean; result?: unknown; error?: string; returned?: unknown }) => {
+        const p = slot.pending.get(msg.id);
+        slot.pending.delete(msg.id);
+        slot.busy = false;
+        slot.worker.unref();
+        slot.tasksRun++;
+        if (p) {
+          if (msg.ok) p.resolve(msg.result);
+          else
+            p.reject(
+              Object.assign(
+                new Error(msg.error),
+                msg.returned === undefined ? {} : { returned: msg.returned },
+              ),
+            );
+        }
+        if (this.opts.recycleAfter > 0 && slot.tasksRun >= this.opts.recycleAfter) this.retire(slot);
+        this.dispatch();
+      },
+    );
     worker.on('error', (err) => this.fail(slot, err));
     worker.on('exit', (code) => {
       if (slot.pending.size > 0) this.fail(slot, new Error(`worker exited with code ${code}`));
@@ -162,7 +171,12 @@ export function serveTasks(handlers: TaskHandlers): void {
         port.postMessage({ id: msg.id, ok: true, result: out.value }, out.transfer);
       else port.postMessage({ id: msg.id, ok: true, result: out });
     } catch (err) {
-      port.postMessage({ id: msg.id, ok: false, error: err instanceof Error ? err.message : String(err) });
+      const error = err instanceof Error ? err.message : String(err);
+      if (err instanceof ReturnedInput) {
+        port.postMessage({ id: msg.id, ok: false, error, returned: err.value }, err.transfer);
+      } else {
+        port.postMessage({ id: msg.id, ok: false, error });
+      }
     }
   });
 }
@@ -178,4 +192,18 @@ class TransferResult {
 
 export function transferResult(value: unknown, transfer: Transferable[]): TransferResult {
   return new TransferResult(value, transfer);
+}
+
+/**
+ * A task failure that hands (transferred) input back to the caller, who can retry with it: the
+ * main thread sees it as `error.returned`.
+ */
+export class ReturnedInput extends Error {
+  readonly value: unknown;
+  readonly transfer: Transferable[];
+  constructor(message: string, value: unknown, transfer: Transferable[]) {
+    super(message);
+    this.value = value;
+    this.transfer = transfer;
+  }
 }

@@ -5,6 +5,7 @@ import {
   mkdtempSync,
   readdirSync,
   readFileSync,
+  renameSync,
   rmSync,
   statSync,
   utimesSync,
@@ -16,7 +17,7 @@ import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { checkpointFileName, commitFileName, LOG_DIR } from '../../src/delta/actions.ts';
-import { batchFromRows } from '../../src/delta/batch.ts';
+import { batchFromRows, type ColumnBatch, isIntact } from '../../src/delta/batch.ts';
 import { deltaSchemaString } from '../../src/delta/schema-string.ts';
 import { computeStats } from '../../src/delta/stats.ts';
 import { closeDeltaWorkers, type DeltaOptions, DeltaTable } from '../../src/delta/table.ts';
@@ -443,4 +444,27 @@ test('automatic log cleanup after checkpoints with logRetentionMs 0 bounds the l
     commitFileName(14),
   ]);
   assert.deepEqual(snapshotOf(await DeltaTable.open(dir)), snapshotOf(w));
+});
+
+test('a transferred batch whose write fails comes back intact and can be appended again', async () => {
+  const dir = tempDir();
+  const t = await DeltaTable.createOrOpen(dir, LOGS);
+  const rows = makeRows(LOGS, 40, 7, 0);
+  const batch = batchFromRows(LOGS, rows);
+  // The table's folder disappears under the writer: the Parquet write fails in the worker.
+  renameSync(dir, `${dir}.away`);
+  const err = (await t.append(batch, { transfer: true }).catch((e: unknown) => e)) as Error & {
+    batch?: ColumnBatch;
+  };
+  assert.ok(err instanceof Error, 'the append fails');
+  assert.equal(isIntact(batch), false, 'the original buffers moved to the worker');
+  assert.ok(err.batch && isIntact(err.batch), 'the error hands the batch back');
+  renameSync(`${dir}.away`, dir);
+  const r = await t.append(err.batch, { transfer: true });
+  assert.equal(r.rows, 40);
+  const got = sortRows(readRows(t.liveFilePaths(), LOGS));
+  assert.ok(
+    JSON.stringify(got) === JSON.stringify(sortRows(rows.map((r) => rowToJson(LOGS, r)))),
+    'the rows read back are the rows of the batch',
+  );
 });

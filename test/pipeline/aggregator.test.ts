@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { ColumnBatch } from '../../src/delta/batch.ts';
+import { type ColumnBatch, transferables } from '../../src/delta/batch.ts';
 import { Aggregator, type TableWriter } from '../../src/pipeline/aggregator.ts';
 import { Producer } from '../../src/pipeline/producer.ts';
 import { SCHEMAS, type TableName } from '../../src/schema/tables.ts';
@@ -11,6 +11,8 @@ import { defaultOptions } from '../../src/storage/options.ts';
 class MemoryTables {
   written = new Map<string, bigint[][]>();
   failNext = 0;
+  /** Fail like a worker that died mid-write: the transferred batch is gone. */
+  loseNext = 0;
   gate: Promise<void> | null = null;
   open = async (table: TableName, day: string): Promise<TableWriter> => ({
     append: async (batch: ColumnBatch) => {
@@ -18,6 +20,11 @@ class MemoryTables {
       if (this.failNext > 0) {
         this.failNext--;
         throw new Error('disk hiccup');
+      }
+      if (this.loseNext > 0) {
+        this.loseNext--;
+        structuredClone(batch, { transfer: transferables(batch) });
+        throw new Error('worker exited with code 134');
       }
       const col = batch.columns['time_unix_nano'];
       assert.ok(col.kind === 'long');
@@ -106,6 +113,18 @@ describe('Aggregator', () => {
     assert.match(s.last_error?.message ?? '', /disk hiccup/);
     assert.equal(s.rows_written, 5);
     assert.equal(s.rows_failed, 0);
+    await agg.close();
+  });
+
+  it('counts a batch lost with its writer as failed instead of retrying it', async () => {
+    const { producer, tables, agg } = setup({ min_batch_rows: 1, max_age_s: 60 });
+    tables.loseNext = 1;
+    agg.start();
+    await producer.enqueue('logs', logRows(7));
+    await until(() => agg.stats().rows_failed === 7);
+    assert.match(agg.stats().last_error?.message ?? '', /worker exited/);
+    await producer.enqueue('logs', logRows(3, 7));
+    await until(() => tables.rows('logs/' + producer.today()).length === 3);
     await agg.close();
   });
 
