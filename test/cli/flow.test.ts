@@ -3,35 +3,26 @@
 // lost), a crash (kill -9) and a restart over the stale pidfile, reading while a server writes.
 
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { alive, freePort, killQuietly, otelake, type RunResult, tempDir, waitFor } from './helpers.ts';
+import {
+  alive,
+  freePort,
+  killQuietly,
+  otelake,
+  type RunResult,
+  runProcess,
+  tempDir,
+  waitFor,
+} from './helpers.ts';
 
 const SENDER = fileURLToPath(new URL('./sdk-send.ts', import.meta.url));
 
 function send(port: number, env: Record<string, string>): Promise<RunResult> {
-  return new Promise((done, fail) => {
-    const child = spawn(process.execPath, [SENDER], {
-      env: { ...process.env, OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}`, ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (d: string) => {
-      stdout += d;
-    });
-    child.stderr.setEncoding('utf8').on('data', (d: string) => {
-      stderr += d;
-    });
-    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
-    child.on('error', fail);
-    child.on('close', (code, signal) => {
-      clearTimeout(timer);
-      done({ code, signal, stdout, stderr });
-    });
+  return runProcess(process.execPath, [SENDER], {
+    env: { OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}`, ...env },
   });
 }
 

@@ -23,10 +23,10 @@ export interface RunOptions {
   timeoutMs?: number;
 }
 
-/** `otelake <args>` with stdin closed; resolves when it exits. */
-export function otelake(args: readonly string[], o: RunOptions = {}): Promise<RunResult> {
+/** Runs a command with stdin closed and collects its output; resolves when it exits. */
+export function runProcess(command: string, args: readonly string[], o: RunOptions = {}): Promise<RunResult> {
   return new Promise((done, fail) => {
-    const child = spawn(process.execPath, [LAUNCHER, ...args], {
+    const child = spawn(command, args, {
       cwd: o.cwd,
       env: { ...process.env, ...o.env },
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -46,6 +46,11 @@ export function otelake(args: readonly string[], o: RunOptions = {}): Promise<Ru
       done({ code, signal, stdout, stderr });
     });
   });
+}
+
+/** `otelake <args>` with stdin closed; resolves when it exits. */
+export function otelake(args: readonly string[], o: RunOptions = {}): Promise<RunResult> {
+  return runProcess(process.execPath, [LAUNCHER, ...args], o);
 }
 
 export async function freePort(): Promise<number> {

@@ -3,33 +3,16 @@
 // into a package folder, then runs init, start, status and stop from it.
 
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { cp, mkdir, readdir, readFile, stat, symlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { freePort, killQuietly, type RunResult, tempDir } from './helpers.ts';
+import { freePort, killQuietly, type RunResult, runProcess, tempDir } from './helpers.ts';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
 function run(command: string, args: readonly string[], cwd: string): Promise<RunResult> {
-  return new Promise((done, fail) => {
-    const child = spawn(command, args, { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (d: string) => {
-      stdout += d;
-    });
-    child.stderr.setEncoding('utf8').on('data', (d: string) => {
-      stderr += d;
-    });
-    const timer = setTimeout(() => child.kill('SIGKILL'), 120_000);
-    child.on('error', fail);
-    child.on('close', (code, signal) => {
-      clearTimeout(timer);
-      done({ code, signal, stdout, stderr });
-    });
-  });
+  return runProcess(command, args, { cwd, timeoutMs: 120_000 });
 }
 
 describe('installed package (dist under node_modules)', () => {
