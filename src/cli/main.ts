@@ -35,6 +35,12 @@ function reportError(err: unknown): number {
     process.stderr.write('cancelled\n');
     return 130;
   }
+  // The filesystem refused (a --dir that is a file, read-only, full...): the path says what to fix.
+  const fsErr = err as NodeJS.ErrnoException;
+  if (fsErr instanceof Error && typeof fsErr.code === 'string' && typeof fsErr.path === 'string') {
+    process.stderr.write(`error: cannot ${fsErr.syscall ?? 'use'} ${fsErr.path}: ${fsErr.code}\n`);
+    return 1;
+  }
   // A bug or an unexpected failure: the stack helps whoever reports it.
   process.stderr.write(
     `otelake: unexpected error: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,

@@ -110,6 +110,15 @@ describe('otelake (no server)', () => {
     assert.ok((await stat(join(dir.path, 'svc_data', 'default', 'configs', 'options.json'))).isFile());
   });
 
+  test('a --dir the filesystem refuses gets one line naming the path, not a stack trace', async () => {
+    await writeFile(join(dir.path, 'a-file'), 'not a folder');
+    for (const args of [['init'], ['start', '--foreground', '--port', String(await freePort())]]) {
+      const r = await otelake([...args, '--dir', 'a-file/data'], { cwd: dir.path });
+      assert.equal(r.code, 1, r.stderr);
+      assert.match(r.stderr, /^error: cannot mkdir .*a-file\/data\/default\S*: ENOTDIR\n$/);
+    }
+  });
+
   test('init refuses invalid saved options with a clear message', async () => {
     const root = join(dir.path, 'bad', 'default');
     await otelake(['init', '-D', 'bad'], { cwd: dir.path });
