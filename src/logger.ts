@@ -116,7 +116,7 @@ export class Logger {
     await mkdir(this.layout.daysDir, { recursive: true });
     const settings = validationSettings(opts.producer_config, opts.aggregator_config.strict_df);
     this.normalizers = Object.fromEntries(
-      TABLE_NAMES.map((t) => [t, new RowNormalizer(SCHEMAS[t], settings)]),
+      TABLE_NAMES.map((t) => [t, new RowNormalizer(SCHEMAS[t], settings, this.clock)]),
     ) as Record<TableName, RowNormalizer>;
     const p = opts.producer_config;
     this.producer = new Producer(p.max_queue_size, p.drop_policy, p.block_timeout_s * 1000, this.clock);

@@ -181,9 +181,13 @@ export class RowNormalizer {
   private readonly durationIdx: number;
   private readonly requiredIdx: number[];
 
-  constructor(schema: TableSchema, settings: ValidationSettings) {
+  private readonly clock: () => number;
+
+  /** `clock` (milliseconds) stamps the observed time of log rows that arrive without one. */
+  constructor(schema: TableSchema, settings: ValidationSettings, clock: () => number = Date.now) {
     this.schema = schema;
     this.s = settings;
+    this.clock = clock;
     this.defs = schema.columns;
     this.names = schema.columns.map((c) => c.name);
     // The common case per type, checked inline before the general coercion.
@@ -272,8 +276,14 @@ export class RowNormalizer {
     return out;
   }
 
-  /** event_ts from the table's nanosecond time (logs fall back to the observed time); span duration. */
+  /**
+   * A log's observed time defaults to its arrival (OTLP: receivers SHOULD set it when unset);
+   * event_ts from the table's nanosecond time (logs fall back to the observed time); span duration.
+   */
   private computeDerived(out: RowValues): void {
+    if (this.observedIdx >= 0 && (out[this.observedIdx] === null || out[this.observedIdx] === 0n)) {
+      out[this.observedIdx] = BigInt(this.clock()) * 1_000_000n;
+    }
     if (out[this.eventIdx] === null) {
       let nanos = this.sourceIdx >= 0 ? (out[this.sourceIdx] as bigint | null) : null;
       if (this.observedIdx >= 0 && (nanos === null || nanos === 0n)) {

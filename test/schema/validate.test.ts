@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { SCHEMAS } from '../../src/schema/tables.ts';
-import { normalizeRow, type ValidationSettings } from '../../src/schema/validate.ts';
+import { normalizeRow, RowNormalizer, type ValidationSettings } from '../../src/schema/validate.ts';
 
 const settings: ValidationSettings = {
   validateRequired: true,
@@ -57,8 +57,23 @@ describe('normalizeRow', () => {
     const row = ok({ project_id: 'p', observed_time_unix_nano: 7_000n }, loose);
     assert.equal(row['time_unix_nano'], null);
     assert.equal(row['event_ts'], 7n);
-    assert.equal(reason({ project_id: 'p' }, loose), 'missing_required:event_ts');
+    assert.equal(reason({ project_id: 'p' }, loose, SCHEMAS.spans), 'missing_required:event_ts');
     assert.equal(reason({ time_unix_nano: 1n }, loose), 'missing_required:project_id');
+  });
+
+  it('stamps a log without an observed time with its arrival, which orders a log without any time', () => {
+    const loose = { ...settings, validateRequired: false };
+    const n = new RowNormalizer(SCHEMAS.logs, loose, () => 1_763_700_000_123);
+    const timeless = n.normalize({ project_id: 'p', body: 'no time at all' });
+    assert.ok(Array.isArray(timeless));
+    const row = n.toRow(timeless);
+    assert.equal(row['observed_time_unix_nano'], 1_763_700_000_123_000_000n);
+    assert.equal(row['event_ts'], 1_763_700_000_123_000n);
+    const sent = n.toRow(
+      n.normalize({ project_id: 'p', time_unix_nano: 5_000n, observed_time_unix_nano: 0n }) as unknown[],
+    );
+    assert.equal(sent['observed_time_unix_nano'], 1_763_700_000_123_000_000n, '0 is OTLP for unset');
+    assert.equal(sent['event_ts'], 5n, 'the record time still orders it');
   });
 
   it('type checks integers, doubles and booleans', () => {
