@@ -572,6 +572,8 @@ test('log event_ts falls back to the observed time when time is 0', () => {
   assert.equal(row.time_unix_nano, 0n);
   assert.equal(row.event_ts, 1700000000123456n);
   assert.equal(row.flags, 1n);
+  // With neither time, the pipeline orders the record by its arrival (see the normalizer).
+  assert.equal(oneLog({ body: { stringValue: 'no time' } }).row.event_ts, null);
 });
 
 test('project id: header, else resource project.id, else the default; service name may be missing', () => {

@@ -363,6 +363,21 @@ describe('project id, partial success, empty requests', () => {
     assert.equal(row.trace_id, null);
   });
 
+  test('a log record without any time is ordered by its arrival, not filed at 1970', async () => {
+    const before = Date.now();
+    const body = { resourceLogs: [{ scopeLogs: [{ logRecords: [{ body: { stringValue: 'timeless' } }] }] }] };
+    const res = await post(`${s.url}/v1/logs`, JSON.stringify(body), {
+      ...JSON_CT,
+      'x-project-id': 'timeless',
+    });
+    assert.equal(res.status, 200);
+    const [row] = await readUntil(`${s.url}/api/logs?project_id=timeless`, 1);
+    assert.equal(row.time_unix_nano, '0', 'the record time stays as sent');
+    const observedMs = Number(BigInt(row.observed_time_unix_nano) / 1_000_000n);
+    assert.ok(observedMs >= before && observedMs <= Date.now(), `observed ${observedMs} is the arrival`);
+    assert.equal(Date.parse(row.event_ts), observedMs);
+  });
+
   test('empty requests succeed: no body, {} and an empty protobuf message', async () => {
     for (const signal of ['traces', 'logs', 'metrics']) {
       const empty = await post(`${s.url}/v1/${signal}`, '', JSON_CT);
