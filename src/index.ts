@@ -9,6 +9,7 @@ export {
   type LoggerInit,
   type LoggerStats,
   type ReadArgs,
+  type ReadOutput,
   type S3Config,
   VERSION,
 } from './logger.ts';

@@ -339,46 +339,38 @@ export class Logger {
     return readTable(this.layout, table, query, opts);
   }
 
-  readLogs(q?: ReadArgs & { returnAs?: 'objects' }): Promise<Row[]>;
-  readLogs(q: ReadArgs & { returnAs: 'lazy' }): Promise<LazyDataFrame>;
-  readLogs(q: ReadArgs = {}): Promise<Row[] | LazyDataFrame> {
+  readLogs<A extends ReadArgs>(q?: A): Promise<ReadOutput<A>> {
     return this.readWith('logs', q);
   }
-  readSpans(q?: ReadArgs & { returnAs?: 'objects' }): Promise<Row[]>;
-  readSpans(q: ReadArgs & { returnAs: 'lazy' }): Promise<LazyDataFrame>;
-  readSpans(q: ReadArgs = {}): Promise<Row[] | LazyDataFrame> {
+  readSpans<A extends ReadArgs>(q?: A): Promise<ReadOutput<A>> {
     return this.readWith('spans', q);
   }
-  readSpanEvents(q?: ReadArgs & { returnAs?: 'objects' }): Promise<Row[]>;
-  readSpanEvents(q: ReadArgs & { returnAs: 'lazy' }): Promise<LazyDataFrame>;
-  readSpanEvents(q: ReadArgs = {}): Promise<Row[] | LazyDataFrame> {
+  readSpanEvents<A extends ReadArgs>(q?: A): Promise<ReadOutput<A>> {
     return this.readWith('span_events', q);
   }
-  readSpanLinks(q?: ReadArgs & { returnAs?: 'objects' }): Promise<Row[]>;
-  readSpanLinks(q: ReadArgs & { returnAs: 'lazy' }): Promise<LazyDataFrame>;
-  readSpanLinks(q: ReadArgs = {}): Promise<Row[] | LazyDataFrame> {
+  readSpanLinks<A extends ReadArgs>(q?: A): Promise<ReadOutput<A>> {
     return this.readWith('span_links', q);
   }
-  readMetricPoints(q?: ReadArgs & { returnAs?: 'objects' }): Promise<Row[]>;
-  readMetricPoints(q: ReadArgs & { returnAs: 'lazy' }): Promise<LazyDataFrame>;
-  readMetricPoints(q: ReadArgs = {}): Promise<Row[] | LazyDataFrame> {
+  readMetricPoints<A extends ReadArgs>(q?: A): Promise<ReadOutput<A>> {
     return this.readWith('metrics_points', q);
   }
-  readMetricHist(q?: ReadArgs & { returnAs?: 'objects' }): Promise<Row[]>;
-  readMetricHist(q: ReadArgs & { returnAs: 'lazy' }): Promise<LazyDataFrame>;
-  readMetricHist(q: ReadArgs = {}): Promise<Row[] | LazyDataFrame> {
+  readMetricHist<A extends ReadArgs>(q?: A): Promise<ReadOutput<A>> {
     return this.readWith('metrics_hist', q);
   }
 
-  private readWith(table: TableName, q: ReadArgs): Promise<Row[] | LazyDataFrame> {
-    const { returnAs, ...query } = q;
+  private readWith<A extends ReadArgs>(table: TableName, q: A | undefined): Promise<ReadOutput<A>> {
+    const { returnAs, ...query } = q ?? {};
     if (returnAs !== undefined && returnAs !== 'objects' && returnAs !== 'lazy') {
       return Promise.reject(
         new TypeError(`returnAs must be 'objects' or 'lazy', got ${JSON.stringify(returnAs)}`),
       );
     }
-    return readTable(this.layout, table, query, { returnAs: returnAs ?? 'objects' });
+    const out = readTable(this.layout, table, query, { returnAs: returnAs ?? 'objects' });
+    return out as Promise<ReadOutput<A>>; // returnAs decides which of the two it is
   }
 }
 
 export type ReadArgs = ReadQuery & { returnAs?: 'objects' | 'lazy' };
+
+/** What a read helper resolves to: plain rows, or a LazyDataFrame with `returnAs: 'lazy'`. */
+export type ReadOutput<A extends ReadArgs> = A extends { returnAs: 'lazy' } ? LazyDataFrame : Row[];
