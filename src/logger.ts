@@ -4,6 +4,7 @@
 
 import { mkdir } from 'node:fs/promises';
 import type { LazyDataFrame } from 'nodejs-polars';
+import type { ColumnBatch } from './delta/batch.ts';
 import { DeltaTable } from './delta/table.ts';
 import { Aggregator, type AggregatorStats, type TableWriter } from './pipeline/aggregator.ts';
 import { Producer, type ProducerStats } from './pipeline/producer.ts';
@@ -235,6 +236,47 @@ export class Logger {
     if (outcome === 'enqueued') result.accepted = valid.length;
     else {
       result.dropped = valid.length;
+      result.queueFull = true;
+    }
+    return result;
+  }
+
+  /**
+   * Queues rows already validated and normalized into a column batch (the server's decode
+   * workers build them with the logger's validation settings), all together or not at all.
+   * `rejected` lists the reasons of rows the caller refused, by count: they appear in `stats()`.
+   */
+  async ingestBatch(
+    table: TableName,
+    batch: ColumnBatch,
+    opts: { waitMs?: number; rejected?: Record<string, number> } = {},
+  ): Promise<IngestResult> {
+    if (!this.aggregator) await this.ready;
+    if (!SCHEMAS[table]) throw new TypeError(`unknown table ${JSON.stringify(table)}`);
+    const reasons = opts.rejected ?? {};
+    const result: IngestResult = {
+      accepted: 0,
+      rejected: 0,
+      dropped: 0,
+      queueFull: false,
+      firstError: null,
+      reasons: { ...reasons },
+    };
+    for (const [reason, n] of Object.entries(reasons)) {
+      result.rejected += n;
+      result.firstError ??= reason;
+      this.producer!.countRejected(reason, n);
+    }
+    if (this.state !== 'running') {
+      result.dropped = batch.numRows;
+      result.queueFull = true;
+      result.firstError = this.state === 'created' ? 'not_started' : 'stopped';
+      return result;
+    }
+    const outcome = await this.producer!.enqueueBatch(table, batch, opts.waitMs);
+    if (outcome === 'enqueued') result.accepted = batch.numRows;
+    else {
+      result.dropped = batch.numRows;
       result.queueFull = true;
     }
     return result;

@@ -32,6 +32,31 @@ export interface ColumnBatch {
   readonly columns: Readonly<Record<string, ColumnData>>;
 }
 
+/**
+ * The rows of one data file: a batch, or batches of the same schema written one after another
+ * (the many small batches of the server are joined by the writer's worker, off the event loop).
+ */
+export type Batches = ColumnBatch | readonly ColumnBatch[];
+
+export function batchList(b: Batches): readonly ColumnBatch[] {
+  return Array.isArray(b) ? b : [b as ColumnBatch];
+}
+
+export function batchesRows(b: Batches): number {
+  let n = 0;
+  for (const part of batchList(b)) n += part.numRows;
+  return n;
+}
+
+/** One batch of all the rows of `b`; a single batch is returned as it is. */
+export function joinBatches(schema: TableSchema, b: Batches): ColumnBatch {
+  const parts = batchList(b);
+  if (parts.length === 1) return parts[0]!;
+  const builder = new BatchBuilder(schema, batchesRows(parts));
+  for (const part of parts) builder.appendBatch(part);
+  return builder.finish();
+}
+
 /** Rows held by a column. */
 export function columnLength(column: ColumnData): number {
   return column.kind === 'utf8' ? column.offsets.length - 1 : column.values.length;
@@ -55,22 +80,87 @@ export function isValid(column: ColumnData, i: number): boolean {
   }
 }
 
-/** Buffers to list in `postMessage`'s transfer list so a batch moves to a worker without a copy. */
-export function transferables(batch: ColumnBatch): ArrayBuffer[] {
-  const out: ArrayBuffer[] = [];
-  for (const c of Object.values(batch.columns)) {
+/** Buffers to list in `postMessage`'s transfer list so batches move to a worker without a copy. */
+export function transferables(batches: Batches): ArrayBuffer[] {
+  // A set: the columns of a packed batch share one buffer, and a transfer list takes it once.
+  const out = new Set<ArrayBuffer>();
+  for (const c of batchList(batches).flatMap((b) => Object.values(b.columns))) {
     if (c.kind === 'utf8') {
-      out.push(c.bytes.buffer as ArrayBuffer, c.offsets.buffer as ArrayBuffer);
-      if (c.repeats) out.push(c.repeats.buffer as ArrayBuffer);
-    } else if ('valid' in c) out.push(c.values.buffer as ArrayBuffer);
-    if ('valid' in c && c.valid) out.push(c.valid.buffer as ArrayBuffer);
+      out.add(c.bytes.buffer as ArrayBuffer).add(c.offsets.buffer as ArrayBuffer);
+      if (c.repeats) out.add(c.repeats.buffer as ArrayBuffer);
+    } else if ('valid' in c) out.add(c.values.buffer as ArrayBuffer);
+    else for (const v of c.values) if (v && typeof v !== 'string') out.add(v.buffer as ArrayBuffer);
+    if ('valid' in c && c.valid) out.add(c.valid.buffer as ArrayBuffer);
   }
-  return out;
+  return [...out];
 }
 
-/** False once the batch's buffers were transferred away (and not handed back). */
-export function isIntact(batch: ColumnBatch): boolean {
-  return transferables(batch).every((b) => !b.detached);
+type Packable = BigInt64Array | Int32Array | Float64Array | Uint8Array;
+
+/**
+ * Copies a batch into one ArrayBuffer (each array 8-byte aligned) and returns the batch viewing
+ * it: a small batch then crosses threads as a single transferred buffer instead of dozens.
+ */
+export function packBatch(batch: ColumnBatch): ColumnBatch {
+  const arrays: Packable[] = [];
+  const visit = (a: Packable | null | undefined) => {
+    if (a) arrays.push(a);
+  };
+  for (const c of Object.values(batch.columns)) {
+    if (c.kind === 'utf8') {
+      visit(c.bytes);
+      visit(c.offsets);
+      visit(c.repeats);
+      visit(c.valid);
+    } else if (c.kind === 'list_long' || c.kind === 'list_double') {
+      for (const v of c.values) visit(v);
+    } else if (c.kind !== 'string') {
+      visit(c.values);
+      visit(c.valid);
+    }
+  }
+  let size = 0;
+  for (const a of arrays) size += (a.byteLength + 7) & ~7;
+  const arena = new ArrayBuffer(size);
+  let at = 0;
+  const copy = <T extends Packable>(a: T): T => {
+    const view = new (a.constructor as new (b: ArrayBuffer, o: number, n: number) => T)(arena, at, a.length);
+    (view as Uint8Array).set(a as Uint8Array);
+    at += (a.byteLength + 7) & ~7;
+    return view;
+  };
+  const opt = <T extends Packable>(a: T | null | undefined): T | null => (a ? copy(a) : null);
+  const columns: Record<string, ColumnData> = {};
+  for (const [name, c] of Object.entries(batch.columns)) {
+    switch (c.kind) {
+      case 'utf8':
+        columns[name] = {
+          kind: 'utf8',
+          bytes: copy(c.bytes),
+          offsets: copy(c.offsets),
+          repeats: opt(c.repeats),
+          valid: opt(c.valid),
+        };
+        break;
+      case 'list_long':
+        columns[name] = { kind: c.kind, values: c.values.map((v) => opt(v)) };
+        break;
+      case 'list_double':
+        columns[name] = { kind: c.kind, values: c.values.map((v) => opt(v)) };
+        break;
+      case 'string':
+        columns[name] = c;
+        break;
+      default:
+        columns[name] = { kind: c.kind, values: copy(c.values), valid: opt(c.valid) } as ColumnData;
+    }
+  }
+  return { numRows: batch.numRows, columns };
+}
+
+/** False once the batches' buffers were transferred away (and not handed back). */
+export function isIntact(batches: Batches): boolean {
+  return transferables(batches).every((b) => !b.detached);
 }
 
 /** Strings of a column encoded a chunk at a time: one join and one encode per chunk. */
@@ -101,6 +191,30 @@ class Utf8Column {
       this.pending.push(s);
     }
     if (this.pending.length === UTF8_CHUNK) this.encode();
+  }
+
+  /** Appends rows [from, to) of an encoded column as rows starting at `row`. */
+  appendEncoded(src: Extract<ColumnData, { kind: 'utf8' }>, from: number, to: number, row: number): void {
+    this.encode();
+    const start = src.offsets[from]!;
+    const end = src.offsets[to]!;
+    this.reserve(end - start);
+    this.bytes.set(src.bytes.subarray(start, end), this.used);
+    const shift = this.used - start;
+    for (let i = from; i < to; i++) this.offsets[row + 1 + i - from] = src.offsets[i + 1]! + shift;
+    if (src.repeats) this.repeats.set(src.repeats.subarray(from, to), row);
+    this.used += end - start;
+    this.pendingFrom = row + (to - from);
+    this.last = null;
+  }
+
+  /** Forgets every row and keeps the buffers (a builder reused per request). */
+  clear(rows: number): void {
+    this.used = 0;
+    this.pending = [];
+    this.pendingFrom = 0;
+    this.last = null;
+    this.repeats.fill(0, 0, rows);
   }
 
   growRows(rows: number): void {
@@ -150,7 +264,7 @@ class Utf8Column {
     this.pending = [];
   }
 
-  finish(rows: number): { bytes: Uint8Array; offsets: Int32Array; repeats: Uint8Array } {
+  encoded(rows: number): { bytes: Uint8Array; offsets: Int32Array; repeats: Uint8Array } {
     this.encode();
     // Views, not copies: the builder starts new buffers for its next batch.
     return {
@@ -255,6 +369,48 @@ export class BatchBuilder {
     this.pushValues(this.cols.map((c) => row[c.def.name]));
   }
 
+  /** Forgets every row but keeps the buffers, for a builder that makes many small batches. */
+  clear(): void {
+    for (const c of this.cols) {
+      c.utf8?.clear(this.length);
+      c.valid?.fill(0, 0, this.length);
+      if (c.items) c.items = [];
+      c.nulls = 0;
+    }
+    this.length = 0;
+  }
+
+  /** Appends rows [from, to) of a batch of the same schema (the server's decoded requests). */
+  appendBatch(batch: ColumnBatch, from = 0, to = batch.numRows): void {
+    const n = to - from;
+    if (n <= 0) return;
+    while (this.length + n > this.capacity) this.grow();
+    const at = this.length;
+    for (const c of this.cols) {
+      const src = batch.columns[c.def.name];
+      if (!src) throw new TypeError(`batch has no column ${c.def.name}`);
+      if (src.kind === 'string' || src.kind === 'list_long' || src.kind === 'list_double') {
+        for (let i = from; i < to; i++) {
+          const v = src.values[i] ?? null;
+          if (v === null) c.nulls++;
+          if (c.utf8) {
+            c.utf8.push(v as string | null);
+            if (v !== null) c.valid![at + i - from] = 1;
+          } else c.items!.push(v);
+        }
+        continue;
+      }
+      if (src.valid) {
+        const valid = src.valid.subarray(from, to);
+        c.valid!.set(valid, at);
+        for (let i = 0; i < n; i++) c.nulls += 1 - valid[i]!;
+      } else c.valid!.fill(1, at, at + n);
+      if (src.kind === 'utf8') c.utf8!.appendEncoded(src, from, to, at);
+      else (c.typed as Uint8Array).set((src.values as Uint8Array).subarray(from, to), at);
+    }
+    this.length += n;
+  }
+
   /** Appends one row given as values in schema column order (the ingest path). */
   pushValues(values: readonly unknown[]): void {
     if (this.length === this.capacity) this.grow();
@@ -296,13 +452,21 @@ export class BatchBuilder {
     }
   }
 
+  /** Hands the rows over as a batch and starts a new one. */
   finish(): ColumnBatch {
+    const batch = this.view();
+    this.reset();
+    return batch;
+  }
+
+  /** The rows so far as views of the builder's buffers: valid until the builder next changes. */
+  view(): ColumnBatch {
     const n = this.length;
     const columns: Record<string, ColumnData> = {};
     for (const c of this.cols) {
       if (c.utf8) {
         const valid = c.nulls === 0 ? null : c.valid!.subarray(0, n);
-        columns[c.def.name] = { kind: 'utf8', ...c.utf8.finish(n), valid };
+        columns[c.def.name] = { kind: 'utf8', ...c.utf8.encoded(n), valid };
       } else if (c.items) {
         columns[c.def.name] = { kind: c.kind, values: c.items } as ColumnData;
       } else {
@@ -311,7 +475,6 @@ export class BatchBuilder {
         columns[c.def.name] = { kind: c.kind, values, valid } as ColumnData;
       }
     }
-    this.reset();
     return { numRows: n, columns };
   }
 }

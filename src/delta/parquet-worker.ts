@@ -5,7 +5,7 @@ import { open, rename, stat, unlink } from 'node:fs/promises';
 import pl from 'nodejs-polars';
 import type { ColumnDef, TableSchema } from '../schema/tables.ts';
 import { ReturnedInput, serveTasks, transferResult } from '../storage/worker-pool.ts';
-import { type ColumnBatch, transferables } from './batch.ts';
+import { type Batches, type ColumnBatch, joinBatches, transferables } from './batch.ts';
 import { type CheckpointContent, encodeCheckpoint } from './checkpoint.ts';
 import { batchFrame } from './frame.ts';
 import { computeStats, type FileStats } from './stats.ts';
@@ -13,7 +13,7 @@ import { computeStats, type FileStats } from './stats.ts';
 export interface WriteBatchTask {
   path: string;
   columns: readonly ColumnDef[];
-  batch: ColumnBatch;
+  batch: Batches;
   zstdLevel: number;
   rowGroupSize: number;
 }
@@ -71,16 +71,18 @@ async function finished(path: string): Promise<WrittenFile> {
 
 serveTasks({
   async writeBatch(task: WriteBatchTask) {
+    let batch: Batches = task.batch;
     try {
       const schema = { name: 'batch', columns: task.columns, byName: new Map() } as unknown as TableSchema;
-      const stats = computeStats(schema, task.batch);
-      sink(batchFrame(task.columns, task.batch).lazy(), task.path, task.zstdLevel, task.rowGroupSize);
-      const written: WrittenBatch = { ...(await finished(task.path)), stats, batch: task.batch };
+      batch = joinBatches(schema, batch);
+      const stats = computeStats(schema, batch);
+      sink(batchFrame(task.columns, batch).lazy(), task.path, task.zstdLevel, task.rowGroupSize);
+      const written: WrittenBatch = { ...(await finished(task.path)), stats, batch };
       // The batch goes back too (no copy): the caller keeps it until the commit is durable.
-      return transferResult(written, transferables(task.batch));
+      return transferResult(written, transferables(batch));
     } catch (err) {
       // The batch came by transfer: hand it back so that the write can be retried.
-      throw new ReturnedInput((err as Error).message, task.batch, transferables(task.batch));
+      throw new ReturnedInput((err as Error).message, batch, transferables(batch));
     }
   },
 

@@ -32,7 +32,16 @@ import {
   TEMP_PREFIXES,
   type TxnAction,
 } from './actions.ts';
-import { type ColumnBatch, columnKind, columnLength, isValid, transferables } from './batch.ts';
+import {
+  type Batches,
+  batchesRows,
+  batchList,
+  type ColumnBatch,
+  columnKind,
+  columnLength,
+  isValid,
+  transferables,
+} from './batch.ts';
 import { type CheckpointContent, decodeCheckpoint } from './checkpoint.ts';
 import type {
   CheckpointTask,
@@ -173,7 +182,7 @@ class LogState {
 }
 
 /** The error of a failed append, carrying the batch handed back by the worker (if it was). */
-function withBatch(err: unknown, batch: ColumnBatch | undefined): unknown {
+function withBatch(err: unknown, batch: Batches | undefined): unknown {
   if (batch !== undefined && err instanceof Error) Object.assign(err, { batch });
   return err;
 }
@@ -562,19 +571,21 @@ export class DeltaTable {
   }
 
   /**
-   * Writes the batch as one Parquet file and commits it. Commits happen in call order. With
-   * `transfer`, the batch's buffers move to the worker instead of being copied (the batch object
-   * is unusable afterwards); when the write or the commit fails, the rejection's `batch` holds
-   * the batch handed back, so that the caller can retry it.
+   * Writes the batch (or the batches, one after another) as one Parquet file and commits it.
+   * Commits happen in call order. With `transfer`, the batches' buffers move to the worker
+   * instead of being copied (the batch objects are unusable afterwards); when the write or the
+   * commit fails, the rejection's `batch` holds the rows handed back, so that the caller can
+   * retry them.
    */
-  append(batch: ColumnBatch, opts: { transfer?: boolean } = {}): Promise<AppendResult> {
+  append(batch: Batches, opts: { transfer?: boolean } = {}): Promise<AppendResult> {
+    const rows = batchesRows(batch);
     try {
       this.assertWritable();
-      this.checkBatch(batch);
+      for (const part of batchList(batch)) this.checkBatch(part);
     } catch (err) {
       return Promise.reject(err);
     }
-    if (batch.numRows === 0) return Promise.resolve({ version: this.version, path: '', rows: 0 });
+    if (rows === 0) return Promise.resolve({ version: this.version, path: '', rows: 0 });
     const name = `part-${randomUUID()}.zstd.parquet`;
     const abs = join(this.dir, name);
     this.inFlight.add(name);
@@ -597,7 +608,7 @@ export class DeltaTable {
         written = await writing;
       } catch (err) {
         await unlink(abs).catch(() => {});
-        throw withBatch(err, (err as { returned?: ColumnBatch }).returned);
+        throw withBatch(err, (err as { returned?: Batches }).returned);
       }
       const add: AddAction = {
         path: name,
@@ -614,7 +625,7 @@ export class DeltaTable {
             isBlindAppend: true,
             operationMetrics: {
               numFiles: '1',
-              numOutputRows: String(batch.numRows),
+              numOutputRows: String(rows),
               numOutputBytes: String(written.size),
             },
           }),
@@ -637,7 +648,7 @@ export class DeltaTable {
       (version) => {
         this.inFlight.delete(name);
         this.afterCommit(version);
-        return { version, path: abs, rows: batch.numRows };
+        return { version, path: abs, rows };
       },
       (err: unknown) => {
         this.inFlight.delete(name);

@@ -6,17 +6,17 @@
 // Rows held here (building or being written) are bounded, so a slow disk fills the queue and
 // the producer's drop policy applies: backpressure instead of unbounded memory.
 
-import { BatchBuilder, type ColumnBatch, isIntact } from '../delta/batch.ts';
-import { SCHEMAS, TABLE_NAMES, type TableName } from '../schema/tables.ts';
+import { BatchBuilder, type Batches, type ColumnBatch, isIntact } from '../delta/batch.ts';
+import { SCHEMAS, TABLE_NAMES, type TableName, type TableSchema } from '../schema/tables.ts';
 import type { AggregatorConfig } from '../storage/options.ts';
-import type { Producer, QueuedRow } from './producer.ts';
+import type { Producer, Queued } from './producer.ts';
 
 export interface TableWriter {
   /**
-   * Writes and commits a batch. With `transfer` the batch's buffers move to the writer; a failed
-   * append then rejects with an error whose `batch` is the batch handed back, if it could be.
+   * Writes and commits batches as one file. With `transfer` their buffers move to the writer; a
+   * failed append then rejects with an error whose `batch` holds the rows handed back, if it could.
    */
-  append(batch: ColumnBatch, opts?: { transfer?: boolean }): Promise<unknown>;
+  append(batch: Batches, opts?: { transfer?: boolean }): Promise<unknown>;
   close(): Promise<void>;
 }
 
@@ -37,12 +37,29 @@ export interface AggregatorStats {
 interface Slot {
   table: TableName;
   day: string;
+  /** Rows queued one by one (the library) are built into columns here. */
   builder: BatchBuilder;
+  /** Rows that came as batches (the server) are kept as they are: the writer joins them. */
+  parts: ColumnBatch[];
+  partRows: number;
   /** When the oldest row of the building batch arrived (clock ms). */
   oldestAt: number;
   /** Rows handed to the writer and not yet committed. */
   writingRows: number;
   writer: Promise<TableWriter> | null;
+}
+
+/** Rows of the slot's building batch. */
+function size(slot: Slot): number {
+  return slot.builder.size + slot.partRows;
+}
+
+/** Rows [from, to) of a batch: the batch itself when that is all of it, else a copy. */
+function sliceBatch(schema: TableSchema, batch: ColumnBatch, from: number, to: number): ColumnBatch {
+  if (from === 0 && to === batch.numRows) return batch;
+  const b = new BatchBuilder(schema, to - from);
+  b.appendBatch(batch, from, to);
+  return b.finish();
 }
 
 const MAX_ATTEMPTS = 8;
@@ -103,32 +120,45 @@ export class Aggregator {
   private drain(): void {
     let budget = DRAIN_CHUNK;
     while (budget > 0 && this.held < this.holdLimit && this.producer.depth > 0) {
-      const chunk = this.producer.take(Math.min(this.holdLimit - this.held, budget));
-      budget -= chunk.length;
-      for (const q of chunk) this.add(q);
+      for (const q of this.producer.take(Math.min(this.holdLimit - this.held, budget))) budget -= this.add(q);
     }
     if (this.producer.depth > 0) {
       if (this.held < this.holdLimit) this.scheduleDrain();
       return;
     }
     for (const slot of this.slots.values()) {
-      if (slot.builder.size >= this.cfg.min_batch_rows && slot.writingRows === 0) this.flush(slot);
+      if (size(slot) >= this.cfg.min_batch_rows && slot.writingRows === 0) this.flush(slot);
     }
   }
 
-  private add(q: QueuedRow): void {
+  /** Moves a queue entry into its slot's batch; returns the rows it held. */
+  private add(q: Queued): number {
     const slot = this.slot(q.table, q.day);
-    if (slot.builder.size === 0) slot.oldestAt = this.clock();
-    slot.builder.pushValues(q.values);
-    this.held++;
-    if (slot.builder.size >= this.cfg.max_batch_rows) this.flush(slot);
+    if (q.batch === undefined) {
+      if (size(slot) === 0) slot.oldestAt = this.clock();
+      slot.builder.pushValues(q.values);
+      this.held++;
+      if (size(slot) >= this.cfg.max_batch_rows) this.flush(slot);
+      return 1;
+    }
+    // A batch is split where the building batch reaches max_batch_rows.
+    for (let from = q.from; from < q.to; ) {
+      if (size(slot) === 0) slot.oldestAt = this.clock();
+      const to = Math.min(q.to, from + this.cfg.max_batch_rows - size(slot));
+      slot.parts.push(sliceBatch(slot.builder.schema, q.batch, from, to));
+      slot.partRows += to - from;
+      this.held += to - from;
+      from = to;
+      if (size(slot) >= this.cfg.max_batch_rows) this.flush(slot);
+    }
+    return q.to - q.from;
   }
 
   private onTick(): void {
     const now = this.clock();
     const maxAgeMs = this.cfg.max_age_s * 1000;
     for (const slot of this.slots.values()) {
-      if (slot.builder.size > 0 && now - slot.oldestAt >= maxAgeMs) this.flush(slot);
+      if (size(slot) > 0 && now - slot.oldestAt >= maxAgeMs) this.flush(slot);
     }
     this.closeIdlePastDays();
     if (this.producer.depth > 0) this.drain();
@@ -142,6 +172,8 @@ export class Aggregator {
         table,
         day,
         builder: new BatchBuilder(SCHEMAS[table], Math.min(this.cfg.max_batch_rows, 4096)),
+        parts: [],
+        partRows: 0,
         oldestAt: 0,
         writingRows: 0,
         writer: null,
@@ -156,11 +188,14 @@ export class Aggregator {
    * Parquet files in parallel and commits them in call order.
    */
   private flush(slot: Slot): void {
-    const n = slot.builder.size;
+    const n = size(slot);
     if (n === 0) return;
-    const batch = slot.builder.finish();
+    if (slot.builder.size > 0) slot.parts.push(slot.builder.finish());
+    const batch: Batches = slot.parts.length === 1 ? slot.parts[0]! : slot.parts;
+    slot.parts = [];
+    slot.partRows = 0;
     slot.writingRows += n;
-    const write = this.write(slot, batch);
+    const write = this.write(slot, batch, n);
     this.inFlight.add(write);
     void write.finally(() => {
       this.inFlight.delete(write);
@@ -170,8 +205,7 @@ export class Aggregator {
     });
   }
 
-  private async write(slot: Slot, batch: ColumnBatch): Promise<void> {
-    const rows = batch.numRows;
+  private async write(slot: Slot, batch: Batches, rows: number): Promise<void> {
     for (let attempt = 1; ; attempt++) {
       try {
         slot.writer ??= this.openTable(slot.table, slot.day).catch((err) => {
@@ -190,7 +224,7 @@ export class Aggregator {
           at: new Date().toISOString(),
           message: `${slot.table} ${slot.day}: ${(err as Error).message}`,
         };
-        const back = (err as { batch?: ColumnBatch }).batch;
+        const back = (err as { batch?: Batches }).batch;
         if (back) batch = back;
         // Without its batch (a worker that died mid-write) there is nothing left to retry.
         if (attempt >= MAX_ATTEMPTS || this.stopped || !isIntact(batch)) {
@@ -206,7 +240,7 @@ export class Aggregator {
   private closeIdlePastDays(): void {
     const today = this.producer.today();
     for (const [key, slot] of this.slots) {
-      if (slot.day !== today && slot.builder.size === 0 && slot.writingRows === 0) {
+      if (slot.day !== today && size(slot) === 0 && slot.writingRows === 0) {
         this.slots.delete(key);
         if (slot.writer) void slot.writer.then((w) => w.close()).catch(() => {});
       }
@@ -247,7 +281,7 @@ export class Aggregator {
   /** Rows buffered in batches and not yet written, by table. */
   pendingRows(): Record<TableName, number> {
     const out = Object.fromEntries(TABLE_NAMES.map((t) => [t, 0])) as Record<TableName, number>;
-    for (const s of this.slots.values()) out[s.table] += s.builder.size + s.writingRows;
+    for (const s of this.slots.values()) out[s.table] += size(s) + s.writingRows;
     return out;
   }
 

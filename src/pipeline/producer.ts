@@ -1,8 +1,11 @@
 // The bounded in-memory queue between validation and the aggregator. It holds validated rows with
 // the UTC day captured at enqueue, so a row that waits across midnight still lands in its day.
+// Rows come one by one (the library) or as column batches (the server's decode workers); the
+// queue's size and every limit count rows either way.
 // When full, `drop_policy` decides: `block` makes producers wait (asynchronously) for room up to
 // a timeout, `drop_newest` refuses the incoming rows, `drop_oldest` evicts the oldest queued rows.
 
+import type { ColumnBatch } from '../delta/batch.ts';
 import type { TableName } from '../schema/tables.ts';
 import type { RowValues } from '../schema/validate.ts';
 import type { DropPolicy } from '../storage/options.ts';
@@ -12,6 +15,23 @@ export interface QueuedRow {
   day: string;
   /** The normalized row, values in schema column order. */
   values: RowValues;
+  batch?: undefined;
+}
+
+/** Rows [from, to) of a batch of normalized rows. */
+export interface QueuedBatch {
+  table: TableName;
+  day: string;
+  batch: ColumnBatch;
+  from: number;
+  to: number;
+}
+
+export type Queued = QueuedRow | QueuedBatch;
+
+/** Rows an entry of the queue holds. */
+export function queuedRows(q: Queued): number {
+  return q.batch === undefined ? 1 : q.to - q.from;
 }
 
 export interface ProducerStats {
@@ -40,6 +60,9 @@ class Ring<T> {
     this.buf[(this.head + this.length) % this.buf.length] = x;
     this.length++;
   }
+  peek(): T | undefined {
+    return this.length === 0 ? undefined : this.buf[this.head];
+  }
   shift(): T | undefined {
     if (this.length === 0) return undefined;
     const x = this.buf[this.head];
@@ -59,7 +82,9 @@ class Ring<T> {
 type Waiter = { need: number; resolve: (ok: boolean) => void; timer: NodeJS.Timeout | null };
 
 export class Producer {
-  private readonly ring: Ring<QueuedRow>;
+  private readonly ring: Ring<Queued>;
+  /** Rows in the ring (a batch entry holds many). */
+  private rows = 0;
   private readonly limit: number;
   private readonly waiters: Waiter[] = [];
   private readonly policy: DropPolicy;
@@ -80,8 +105,9 @@ export class Producer {
     this.clock = clock;
   }
 
+  /** Rows queued. */
   get depth(): number {
-    return this.ring.length;
+    return this.rows;
   }
 
   get capacity(): number {
@@ -121,8 +147,36 @@ export class Producer {
     rows: readonly RowValues[],
     waitMs = this.blockTimeoutMs,
   ): Promise<EnqueueOutcome> {
+    const outcome = await this.admit(rows.length, waitMs);
+    if (outcome !== 'enqueued' || rows.length === 0) return outcome;
+    const day = this.today();
+    for (const values of rows) this.ring.push({ table, day, values });
+    this.added(rows.length);
+    return 'enqueued';
+  }
+
+  /** Enqueues the rows of a batch all together or not at all, like `enqueue`. */
+  async enqueueBatch(
+    table: TableName,
+    batch: ColumnBatch,
+    waitMs = this.blockTimeoutMs,
+  ): Promise<EnqueueOutcome> {
+    const outcome = await this.admit(batch.numRows, waitMs);
+    if (outcome !== 'enqueued' || batch.numRows === 0) return outcome;
+    this.ring.push({ table, day: this.today(), batch, from: 0, to: batch.numRows });
+    this.added(batch.numRows);
+    return 'enqueued';
+  }
+
+  private added(n: number): void {
+    this.rows += n;
+    this.accepted += n;
+    this.onEnqueue();
+  }
+
+  /** Makes room for `n` rows as the drop policy says; 'enqueued' means they may be pushed now. */
+  private async admit(n: number, waitMs: number): Promise<EnqueueOutcome> {
     if (this.closed) return 'stopped';
-    const n = rows.length;
     if (n === 0) return 'enqueued';
     if (!this.fits(n)) {
       if (this.policy === 'drop_newest') {
@@ -140,20 +194,28 @@ export class Producer {
         }
       }
     }
-    const day = this.today();
-    for (const values of rows) this.ring.push({ table, day, values });
-    this.accepted += n;
-    this.onEnqueue();
     return 'enqueued';
   }
 
   private fits(n: number): boolean {
-    return this.ring.length + n <= this.limit || (this.ring.length === 0 && this.waiters.length === 0);
+    return this.rows + n <= this.limit || (this.rows === 0 && this.waiters.length === 0);
   }
 
   private evictOldest(n: number): void {
-    const excess = Math.min(this.ring.length, this.ring.length + n - this.limit);
-    for (let i = 0; i < excess; i++) this.ring.shift();
+    const excess = Math.min(this.rows, this.rows + n - this.limit);
+    let left = excess;
+    while (left > 0) {
+      const q = this.ring.peek()!;
+      const size = queuedRows(q);
+      if (size <= left) {
+        this.ring.shift();
+        left -= size;
+      } else {
+        (q as QueuedBatch).from += left; // the oldest rows of a batch go, the rest stays queued
+        left = 0;
+      }
+    }
+    this.rows -= excess;
     this.countDropped('drop_oldest', excess);
   }
 
@@ -174,19 +236,37 @@ export class Producer {
     });
   }
 
-  /** Takes up to `max` rows for the aggregator, then wakes producers that now fit (in order). */
-  take(max: number): QueuedRow[] {
-    const out: QueuedRow[] = [];
-    while (out.length < max && this.ring.length > 0) out.push(this.ring.shift()!);
+  /**
+   * Takes up to `max` rows for the aggregator (a batch is split at the limit), then wakes
+   * producers that now fit (in order).
+   */
+  take(max: number): Queued[] {
+    const out: Queued[] = [];
+    let n = 0;
+    while (n < max && this.ring.length > 0) {
+      const q = this.ring.peek()!;
+      const size = queuedRows(q);
+      if (n + size <= max) {
+        out.push(this.ring.shift()!);
+        n += size;
+      } else {
+        const part = max - n; // the first rows of the batch; the rest stays at the head
+        const b = q as QueuedBatch;
+        out.push({ table: b.table, day: b.day, batch: b.batch, from: b.from, to: b.from + part });
+        b.from += part;
+        n += part;
+      }
+    }
+    this.rows -= n;
     this.wake();
     return out;
   }
 
   private wake(): void {
-    let free = this.limit - this.ring.length;
+    let free = this.limit - this.rows;
     while (this.waiters.length > 0) {
       const w = this.waiters[0];
-      if (w.need > free && !(this.ring.length === 0 && w.need > this.limit)) break;
+      if (w.need > free && !(this.rows === 0 && w.need > this.limit)) break;
       this.waiters.shift();
       if (w.timer) clearTimeout(w.timer);
       free -= w.need;
@@ -205,15 +285,16 @@ export class Producer {
 
   /** Empties the queue without writing it (stop with flush 'none'); returns how many rows were dropped. */
   discard(): number {
-    const n = this.ring.length;
+    const n = this.rows;
     while (this.ring.length > 0) this.ring.shift();
+    this.rows = 0;
     this.countDropped('stopped_unflushed', n);
     return n;
   }
 
   stats(): ProducerStats {
     return {
-      queue_depth: this.ring.length,
+      queue_depth: this.rows,
       queue_capacity: this.limit,
       drop_policy: this.policy,
       blocked_producers: this.waiters.length,

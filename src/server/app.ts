@@ -4,6 +4,8 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import Fastify, { type FastifyInstance, type FastifyServerOptions, LogController } from 'fastify';
 import type { Logger } from '../index.ts';
 import { loadProtobuf, type ProtoCodec } from '../otlp/index.ts';
+import { validationSettings } from '../schema/validate.ts';
+import { Decoders, defaultDecodeWorkers } from './decode.ts';
 import { registerIngestRoutes } from './ingest.ts';
 import { isValidProjectId, PROJECT_ID_RULE } from './project.ts';
 import { registerReadRoutes } from './read-api.ts';
@@ -79,9 +81,18 @@ export async function buildServer(logger: Logger, opts: BuildServerOptions = {})
     };
   });
 
+  const options = logger.options;
+  const decoders = new Decoders(
+    proto,
+    validationSettings(options.producer_config, options.aggregator_config.strict_df),
+    server.decode_workers ?? defaultDecodeWorkers(),
+  );
+  // After the last request: fastify runs onClose hooks once in-flight requests are answered.
+  app.addHook('onClose', async () => decoders.close());
   registerIngestRoutes(app, {
     logger,
     proto,
+    decoders,
     bodyLimitBytes: server.body_limit_bytes,
     defaultProjectId: server.default_project_id,
     ...(opts.ingestWaitMs === undefined ? {} : { ingestWaitMs: opts.ingestWaitMs }),

@@ -7,17 +7,15 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { IngestResult, Logger } from '../index.ts';
 import {
   type BodyFormat,
-  decodeRequest,
   encodeExportResponse,
   encodeStatus,
-  mapRequest,
-  OtlpDecodeError,
   type ProtoCodec,
   rpcCodeForHttpStatus,
   type Signal,
 } from '../otlp/index.ts';
-import type { Row, TableName } from '../schema/tables.ts';
+import type { TableName } from '../schema/tables.ts';
 import { BodyError, readBody } from './body.ts';
+import type { DecodedTable, DecodeResult, Decoders } from './decode.ts';
 import { isValidProjectId, PROJECT_ID_RULE } from './project.ts';
 
 type Format = BodyFormat;
@@ -53,6 +51,8 @@ export interface IngestRouteOptions {
   logger: Logger;
   /** The protobuf codec, or null when the optional `protobufjs` package is not installed. */
   proto: ProtoCodec | null;
+  /** Where bodies are decoded, mapped and normalized (worker threads, or inline). */
+  decoders: Decoders;
   bodyLimitBytes: number;
   defaultProjectId: string;
   /** How long a request may wait for room in a full queue (drop_policy block); default from the logger. */
@@ -116,22 +116,8 @@ function describeRejections(
   return parts.join('; ');
 }
 
-/** The first project id in the rows that is not acceptable, or null (rows of a request mostly share one). */
-function firstInvalidProject(tables: Partial<Record<TableName, Row[]>>, known: string): string | null {
-  let ok = known;
-  for (const rows of Object.values(tables)) {
-    for (const row of rows) {
-      const project = row['project_id'];
-      if (project === ok) continue;
-      if (typeof project !== 'string' || !isValidProjectId(project)) return String(project);
-      ok = project;
-    }
-  }
-  return null;
-}
-
 export function registerIngestRoutes(app: FastifyInstance, opts: IngestRouteOptions): void {
-  const { logger, proto } = opts;
+  const { logger, proto, decoders } = opts;
 
   // Bodies are read and decoded by the handlers (streaming decompression with limits, OTLP decoding);
   // fastify only hands the raw stream over, whatever the content type.
@@ -201,39 +187,31 @@ export function registerIngestRoutes(app: FastifyInstance, opts: IngestRouteOpti
         .send(asBuffer(encodeExportResponse(route.signal, { rejected: 0 }, format)));
     }
 
-    let mapped: ReturnType<typeof mapRequest>;
+    // Decoded, mapped, checked (project ids, each row) and built into columns off the event loop.
+    let decoded: DecodeResult;
     try {
-      const decoded = decodeRequest(route.signal, body, format, proto);
-      mapped = mapRequest(route.signal, decoded, {
+      decoded = await decoders.decode({
+        signal: route.signal,
+        format,
+        body,
         headerProjectId: headerProject,
         defaultProjectId: opts.defaultProjectId,
       });
     } catch (err) {
-      if (err instanceof OtlpDecodeError) {
-        return sendStatus(reply, 400, `cannot decode the request: ${err.message}`, format);
-      }
       request.log.error({ err }, 'decoding an OTLP request failed');
       return sendStatus(reply, 500, `internal error: ${(err as Error).message}`, format);
     }
-
-    // Without the header, the project came from each resource's project.id: the same rule applies.
-    if (headerProject === undefined) {
-      const bad = firstInvalidProject(mapped.tables, opts.defaultProjectId);
-      if (bad !== null) {
-        return sendStatus(
-          reply,
-          400,
-          `invalid resource attribute project.id ${JSON.stringify(bad)}: use ${PROJECT_ID_RULE}`,
-          format,
-        );
-      }
-    }
+    if (!decoded.ok) return sendStatus(reply, 400, decoded.message, format);
 
     const work: Promise<[TableName, IngestResult]>[] = [];
-    const wait = opts.ingestWaitMs === undefined ? {} : { waitMs: opts.ingestWaitMs };
-    for (const [table, rows] of Object.entries(mapped.tables) as [TableName, Row[]][]) {
-      if (rows.length === 0) continue;
-      work.push(logger.ingestRows(table, rows, wait).then((r): [TableName, IngestResult] => [table, r]));
+    for (const [table, t] of Object.entries(decoded.tables) as [TableName, DecodedTable][]) {
+      const ingest = {
+        rejected: t.reasons,
+        ...(opts.ingestWaitMs === undefined ? {} : { waitMs: opts.ingestWaitMs }),
+      };
+      work.push(
+        logger.ingestBatch(table, t.batch, ingest).then((r): [TableName, IngestResult] => [table, r]),
+      );
     }
     let results: [TableName, IngestResult][];
     try {
@@ -271,7 +249,7 @@ export function registerIngestRoutes(app: FastifyInstance, opts: IngestRouteOpti
       const why = stopping ? 'the server is not accepting data (stopping)' : 'the ingest queue is full';
       return sendStatus(reply, 503, `${why}: retry after ${RETRY_AFTER_S} s`, format);
     }
-    const message = describeRejections(route, rejected, reasons, firstError, mapped.invalidIds);
+    const message = describeRejections(route, rejected, reasons, firstError, decoded.invalidIds);
     return reply
       .code(200)
       .type(CONTENT_TYPE[format])

@@ -48,6 +48,11 @@ export interface ServerConfig {
   body_limit_bytes: number;
   /** Project of requests with neither an X-Project-Id header nor a project.id resource attribute. */
   default_project_id: string;
+  /**
+   * Threads that decode, map and validate request bodies: null for one per core, 0 to do it on
+   * the event loop.
+   */
+  decode_workers: number | null;
 }
 
 export interface LoggerOptions {
@@ -98,6 +103,7 @@ export function defaultOptions(): LoggerOptions {
       port: 4318,
       body_limit_bytes: 64 * 1024 * 1024,
       default_project_id: 'default',
+      decode_workers: null,
     },
   };
 }
@@ -184,6 +190,10 @@ export function validateOptions(o: LoggerOptions): void {
   check(
     typeof v.default_project_id === 'string' && v.default_project_id.length > 0,
     'server_config.default_project_id: expected a non-empty string',
+  );
+  check(
+    v.decode_workers === null || (Number.isInteger(v.decode_workers) && v.decode_workers >= 0),
+    'server_config.decode_workers: expected null (one per core) or an integer >= 0',
   );
 }
 

@@ -15,8 +15,11 @@ type Pending = { resolve: (v: unknown) => void; reject: (e: Error) => void };
 
 interface Slot {
   worker: Worker;
-  busy: boolean;
+  /** Tasks posted and not answered yet. */
+  inFlight: number;
   tasksRun: number;
+  /** Takes no new task: it is replaced once its tasks in flight are answered. */
+  retiring: boolean;
   pending: Map<number, Pending>;
 }
 
@@ -26,6 +29,13 @@ export interface WorkerPoolOptions {
   recycleAfter?: number;
   /** Extra flags for the worker (e.g. '--expose-gc'). */
   execArgv?: string[];
+  /** Data every worker gets as `workerData`. */
+  workerData?: unknown;
+  /**
+   * Tasks posted to one worker before it answered the first (default 1). More than one keeps a
+   * worker busy with the next task while the main thread handles the previous answer.
+   */
+  maxInFlight?: number;
 }
 
 type Queued = { task: string; payload: unknown; transfer: Transferable[]; p: Pending };
@@ -40,7 +50,7 @@ export class WorkerPool {
 
   constructor(moduleUrl: URL, opts: WorkerPoolOptions) {
     this.url = moduleUrl;
-    this.opts = { recycleAfter: 0, execArgv: [], ...opts };
+    this.opts = { recycleAfter: 0, execArgv: [], workerData: undefined, maxInFlight: 1, ...opts };
   }
 
   /** Runs `task` on a free worker; rejects with the worker's error message. */
@@ -53,7 +63,7 @@ export class WorkerPool {
   }
 
   get busyWorkers(): number {
-    return this.slots.filter((s) => s.busy).length;
+    return this.slots.filter((s) => s.inFlight > 0).length;
   }
 
   get queuedTasks(): number {
@@ -62,33 +72,43 @@ export class WorkerPool {
 
   private dispatch(): void {
     while (this.queue.length > 0) {
-      let slot = this.slots.find((s) => !s.busy);
-      if (!slot && this.slots.length < this.opts.size) slot = this.spawn();
+      let slot = this.idlest();
+      if ((!slot || slot.inFlight > 0) && this.slots.length < this.opts.size) slot = this.spawn();
       if (!slot) return;
       const job = this.queue.shift()!;
       const id = this.nextId++;
-      slot.busy = true;
+      slot.inFlight++;
       slot.worker.ref(); // a task in flight keeps the process alive; an idle worker does not
       slot.pending.set(id, job.p);
       slot.worker.postMessage({ id, task: job.task, payload: job.payload }, job.transfer);
     }
   }
 
+  /** The worker with the fewest tasks in flight that can take one more, if any. */
+  private idlest(): Slot | undefined {
+    let best: Slot | undefined;
+    for (const s of this.slots) {
+      if (s.retiring || s.inFlight >= this.opts.maxInFlight) continue;
+      if (!best || s.inFlight < best.inFlight) best = s;
+    }
+    return best;
+  }
+
   private spawn(): Slot {
     // Without execArgv a worker inherits the parent's flags; extra flags replace them.
-    const worker = new Worker(
-      this.url,
-      this.opts.execArgv.length > 0 ? { execArgv: this.opts.execArgv } : {},
-    );
+    const worker = new Worker(this.url, {
+      ...(this.opts.execArgv.length > 0 ? { execArgv: this.opts.execArgv } : {}),
+      workerData: this.opts.workerData,
+    });
     worker.unref();
-    const slot: Slot = { worker, busy: false, tasksRun: 0, pending: new Map() };
+    const slot: Slot = { worker, inFlight: 0, tasksRun: 0, retiring: false, pending: new Map() };
     worker.on(
       'message',
       (msg: { id: number; ok: boolean; result?: unknown; error?: string; returned?: unknown }) => {
         const p = slot.pending.get(msg.id);
         slot.pending.delete(msg.id);
-        slot.busy = false;
-        slot.worker.unref();
+        slot.inFlight--;
+        if (slot.inFlight === 0) slot.worker.unref();
         slot.tasksRun++;
         if (p) {
           if (msg.ok) p.resolve(msg.result);
@@ -100,7 +120,8 @@ export class WorkerPool {
               ),
             );
         }
-        if (this.opts.recycleAfter > 0 && slot.tasksRun >= this.opts.recycleAfter) this.retire(slot);
+        if (this.opts.recycleAfter > 0 && slot.tasksRun >= this.opts.recycleAfter) slot.retiring = true;
+        if (slot.retiring && slot.inFlight === 0) this.retire(slot);
         this.dispatch();
       },
     );
@@ -139,9 +160,9 @@ export class WorkerPool {
       this.slots.map(
         (s) =>
           new Promise<void>((resolve) => {
-            if (!s.busy) return resolve();
+            if (s.inFlight === 0) return resolve();
             const t = setInterval(() => {
-              if (!s.busy) {
+              if (s.inFlight === 0) {
                 clearInterval(t);
                 resolve();
               }

@@ -1,8 +1,16 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { BatchBuilder, type ColumnBatch, type ColumnData } from '../../src/delta/batch.ts';
+import {
+  BatchBuilder,
+  batchFromRows,
+  type ColumnBatch,
+  type ColumnData,
+  packBatch,
+  transferables,
+} from '../../src/delta/batch.ts';
 import { computeStats } from '../../src/delta/stats.ts';
 import { SCHEMAS } from '../../src/schema/tables.ts';
+import { makeRows } from './rows.ts';
 
 const schema = SCHEMAS.logs;
 const names = schema.columns.map((c) => c.name);
@@ -60,5 +68,73 @@ describe('BatchBuilder string columns', () => {
     const body = batch.columns['body']!;
     assert.ok(body.kind === 'utf8' && body.repeats);
     if (body.kind === 'utf8') assert.deepEqual([...body.repeats!], [0, 1, 0, 0, 1, 0, 0, 1, 0, 1]);
+  });
+});
+
+/** Row i of a column as a plain value (null where invalid), whatever kind the column is stored as. */
+function cell(col: ColumnData, i: number): unknown {
+  if (col.kind === 'string' || col.kind === 'list_long' || col.kind === 'list_double') {
+    const v = col.values[i] ?? null;
+    return v === null || typeof v === 'string' ? v : [...v];
+  }
+  if (col.valid && col.valid[i] !== 1) return null;
+  if (col.kind === 'utf8') {
+    return Buffer.from(col.bytes.buffer, col.bytes.byteOffset, col.bytes.length).toString(
+      'utf8',
+      col.offsets[i],
+      col.offsets[i + 1],
+    );
+  }
+  return col.values[i];
+}
+
+function table(batch: ColumnBatch): unknown[][] {
+  return Array.from({ length: batch.numRows }, (_, i) => Object.values(batch.columns).map((c) => cell(c, i)));
+}
+
+describe('BatchBuilder batches of batches (the server path)', () => {
+  for (const name of Object.keys(SCHEMAS) as (keyof typeof SCHEMAS)[]) {
+    it(`${name}: small packed batches appended in ranges equal the rows pushed one by one`, () => {
+      const s = SCHEMAS[name];
+      const rows = makeRows(s, 700, 11);
+      const expected = table(batchFromRows(s, rows));
+      // A reused builder makes one small batch per "request", each packed into one buffer.
+      const small = new BatchBuilder(s, 8);
+      const pieces: ColumnBatch[] = [];
+      for (let at = 0; at < rows.length; ) {
+        const n = 1 + ((at * 7) % 90);
+        for (const r of rows.slice(at, at + n)) small.push(r);
+        const packed = packBatch(small.view());
+        small.clear();
+        const buffers = transferables(packed);
+        if (name !== 'metrics_hist') assert.equal(buffers.length, 1, 'one buffer per packed batch');
+        assert.ok(buffers.every((b) => b === buffers[0]));
+        pieces.push(packed);
+        at += n;
+      }
+      // Appended in uneven ranges, as the aggregator splits them at max_batch_rows.
+      const target = new BatchBuilder(s, 4);
+      for (const p of pieces) {
+        const mid = p.numRows >> 1;
+        target.appendBatch(p, 0, mid);
+        target.appendBatch(p, mid, p.numRows);
+      }
+      const got = target.finish();
+      assert.equal(got.numRows, rows.length);
+      assert.deepEqual(table(got), expected);
+      assert.deepEqual(computeStats(s, got), computeStats(s, batchFromRows(s, rows)));
+    });
+  }
+
+  it('a string column given as plain strings appends like an encoded one', () => {
+    const plain: ColumnBatch = build(['a', null, 'ü']);
+    const strings: ColumnBatch = {
+      numRows: 3,
+      columns: { ...plain.columns, body: { kind: 'string', values: ['a', null, 'ü'] } },
+    };
+    const b = new BatchBuilder(schema, 2);
+    b.appendBatch(strings);
+    b.appendBatch(plain, 1);
+    assert.deepEqual(decode(b.finish().columns['body']!, 5), ['a', null, 'ü', null, 'ü']);
   });
 });

@@ -1,9 +1,21 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { Producer } from '../../src/pipeline/producer.ts';
+import type { ColumnBatch } from '../../src/delta/batch.ts';
+import { Producer, type Queued } from '../../src/pipeline/producer.ts';
 
 const rows = (n: number, from = 0) => Array.from({ length: n }, (_, i) => [from + i]);
-const ids = (p: Producer) => p.take(Number.POSITIVE_INFINITY).map((q) => q.values[0]);
+/** A batch of n rows whose single column holds from, from + 1, ... */
+const batch = (n: number, from = 0): ColumnBatch => ({
+  numRows: n,
+  columns: { id: { kind: 'integer', values: Int32Array.from(rows(n, from), (r) => r[0]!), valid: null } },
+});
+const idsOf = (entries: Queued[]) =>
+  entries.flatMap((q) =>
+    q.batch === undefined
+      ? [q.values[0]]
+      : [...(q.batch.columns['id'] as { values: Int32Array }).values.subarray(q.from, q.to)],
+  );
+const ids = (p: Producer) => idsOf(p.take(Number.POSITIVE_INFINITY));
 
 describe('Producer', () => {
   it('drop_newest refuses whole groups that do not fit and counts them', async () => {
@@ -24,6 +36,35 @@ describe('Producer', () => {
     assert.deepEqual(p.stats().dropped, { drop_oldest: 3 });
   });
 
+  it('counts the rows of batches: depth, limits, take and drop_oldest work in rows', async () => {
+    const p = new Producer(10, 'drop_oldest', 0, Date.now);
+    assert.equal(await p.enqueueBatch('logs', batch(4)), 'enqueued');
+    assert.equal(await p.enqueue('logs', rows(2, 4)), 'enqueued');
+    assert.equal(await p.enqueueBatch('logs', batch(3, 6)), 'enqueued');
+    assert.equal(p.depth, 9);
+    // Two more rows overflow by one: the oldest row of the first batch goes, the rest of it stays.
+    assert.equal(await p.enqueueBatch('logs', batch(2, 9)), 'enqueued');
+    assert.equal(p.depth, 10);
+    assert.deepEqual(p.stats().dropped, { drop_oldest: 1 });
+    assert.deepEqual(idsOf(p.take(4)), [1, 2, 3, 4], 'entries up to the limit');
+    assert.deepEqual(idsOf(p.take(2)), [5, 6], 'a batch split at the limit');
+    assert.equal(p.depth, 4);
+    assert.deepEqual(idsOf(p.take(1)), [7]);
+    assert.deepEqual(idsOf(p.take(2)), [8, 9], 'the rest of the split batch first');
+    assert.equal(p.depth, 1);
+    assert.equal(p.stats().accepted, 11);
+    const q = new Producer(3, 'drop_newest', 0, Date.now);
+    assert.equal(
+      await q.enqueueBatch('logs', batch(4)),
+      'enqueued',
+      'an oversized batch enters an empty queue',
+    );
+    assert.equal(await q.enqueueBatch('logs', batch(1)), 'queue_full');
+    assert.deepEqual(q.stats().dropped, { drop_newest: 1 });
+    assert.equal(q.discard(), 4);
+    assert.equal(q.depth, 0);
+  });
+
   it('block waits for room and resumes in order when the consumer takes rows', async () => {
     const p = new Producer(4, 'block', 10_000, Date.now);
     await p.enqueue('logs', rows(4));
@@ -35,10 +76,7 @@ describe('Producer', () => {
     await new Promise((r) => setImmediate(r));
     assert.equal(done, false);
     assert.equal(p.stats().blocked_producers, 1);
-    assert.deepEqual(
-      p.take(1).map((q) => q.values[0]),
-      [0],
-    );
+    assert.deepEqual(idsOf(p.take(1)), [0]);
     await new Promise((r) => setImmediate(r));
     assert.equal(done, false, 'one free slot is not room for two rows');
     p.take(1);

@@ -1,0 +1,22 @@
+// Decode worker thread: runs RequestDecoder on request bodies posted by the server's Decoders and
+// hands the column batches back by transfer.
+
+import { workerData } from 'node:worker_threads';
+import { transferables } from '../delta/batch.ts';
+import { loadProtobuf } from '../otlp/index.ts';
+import { serveTasks, transferResult } from '../storage/worker-pool.ts';
+import { type DecoderInit, type DecodeTask, RequestDecoder } from './decode.ts';
+
+const init = workerData as DecoderInit;
+const decoder = new RequestDecoder(init.protobuf ? await loadProtobuf() : null, init.settings);
+
+serveTasks({
+  decode(task: DecodeTask) {
+    const result = decoder.decode(task);
+    if (!result.ok) return result;
+    return transferResult(
+      result,
+      Object.values(result.tables).flatMap((t) => transferables(t.batch)),
+    );
+  },
+});

@@ -1,0 +1,173 @@
+// Turns one OTLP request body into normalized column batches, one per table: decode (JSON or
+// protobuf), map to rows, check the project ids, validate and normalize each row, build columns.
+// This is the CPU-heavy part of ingest; the server runs it in decode worker threads (see
+// decode-worker.ts), so only small batches in one buffer each come back to the event loop.
+
+import { availableParallelism } from 'node:os';
+import { BatchBuilder, type ColumnBatch, packBatch } from '../delta/batch.ts';
+import {
+  type BodyFormat,
+  decodeRequest,
+  mapRequest,
+  OtlpDecodeError,
+  type ProtoCodec,
+  type Signal,
+} from '../otlp/index.ts';
+import { type Row, SCHEMAS, type TableName } from '../schema/tables.ts';
+import { RowNormalizer, type ValidationSettings } from '../schema/validate.ts';
+import { siblingModule, WorkerPool } from '../storage/worker-pool.ts';
+import { isValidProjectId, PROJECT_ID_RULE } from './project.ts';
+
+export interface DecodeTask {
+  signal: Signal;
+  format: BodyFormat;
+  body: Uint8Array;
+  /** X-Project-Id, already checked; when absent each resource's project.id must pass the rule. */
+  headerProjectId: string | undefined;
+  defaultProjectId: string;
+}
+
+export interface DecodedTable {
+  /** The valid rows, normalized. */
+  batch: ColumnBatch;
+  rejected: number;
+  /** Rejected rows by reason, the first one met first. */
+  reasons: Record<string, number>;
+}
+
+export type DecodeResult =
+  | {
+      ok: true;
+      tables: Partial<Record<TableName, DecodedTable>>;
+      /** Ids that were present but invalid, stored as null. */
+      invalidIds: number;
+    }
+  /** The request as a whole is refused (400): nothing of it is stored. */
+  | { ok: false; message: string };
+
+/** The first project id in the rows that is not acceptable, or null (rows of a request mostly share one). */
+function firstInvalidProject(tables: Partial<Record<TableName, Row[]>>, known: string): string | null {
+  let ok = known;
+  for (const rows of Object.values(tables)) {
+    for (const row of rows) {
+      const project = row['project_id'];
+      if (project === ok) continue;
+      if (typeof project !== 'string' || !isValidProjectId(project)) return String(project);
+      ok = project;
+    }
+  }
+  return null;
+}
+
+export class RequestDecoder {
+  private readonly proto: ProtoCodec | null;
+  private readonly normalizers: Map<TableName, RowNormalizer> = new Map();
+  /** Reused from request to request: a batch leaves packed into a buffer of its own. */
+  private readonly builders: Map<TableName, BatchBuilder> = new Map();
+  private readonly settings: ValidationSettings;
+
+  constructor(proto: ProtoCodec | null, settings: ValidationSettings) {
+    this.proto = proto;
+    this.settings = settings;
+  }
+
+  decode(task: DecodeTask): DecodeResult {
+    let mapped: ReturnType<typeof mapRequest>;
+    try {
+      const decoded = decodeRequest(task.signal, task.body, task.format, this.proto);
+      mapped = mapRequest(task.signal, decoded, {
+        headerProjectId: task.headerProjectId,
+        defaultProjectId: task.defaultProjectId,
+      });
+    } catch (err) {
+      if (err instanceof OtlpDecodeError) {
+        return { ok: false, message: `cannot decode the request: ${err.message}` };
+      }
+      throw err;
+    }
+    if (task.headerProjectId === undefined) {
+      const bad = firstInvalidProject(mapped.tables, task.defaultProjectId);
+      if (bad !== null) {
+        const message = `invalid resource attribute project.id ${JSON.stringify(bad)}: use ${PROJECT_ID_RULE}`;
+        return { ok: false, message };
+      }
+    }
+    const tables: Partial<Record<TableName, DecodedTable>> = {};
+    for (const [table, rows] of Object.entries(mapped.tables) as [TableName, Row[]][]) {
+      tables[table] = this.build(table, rows);
+    }
+    return { ok: true, tables, invalidIds: mapped.invalidIds };
+  }
+
+  private build(table: TableName, rows: readonly Row[]): DecodedTable {
+    let normalizer = this.normalizers.get(table);
+    let builder = this.builders.get(table);
+    if (!normalizer || !builder) {
+      normalizer = new RowNormalizer(SCHEMAS[table], this.settings);
+      builder = new BatchBuilder(SCHEMAS[table], 128);
+      this.normalizers.set(table, normalizer);
+      this.builders.set(table, builder);
+    }
+    let rejected = 0;
+    const reasons: Record<string, number> = {};
+    for (const row of rows) {
+      const r = normalizer.normalize(row);
+      if (typeof r !== 'string') builder.pushValues(r);
+      else {
+        rejected++;
+        reasons[r] = (reasons[r] ?? 0) + 1;
+      }
+    }
+    const batch = packBatch(builder.view());
+    builder.clear();
+    return { batch, rejected, reasons };
+  }
+}
+
+export interface DecoderInit {
+  /** Decode protobuf bodies (the optional protobufjs package is there). */
+  protobuf: boolean;
+  settings: ValidationSettings;
+}
+
+/** The decode workers a server uses by default: one per core. */
+export function defaultDecodeWorkers(): number {
+  return availableParallelism();
+}
+
+/**
+ * Where request bodies are decoded: a pool of `workers` threads, or the calling thread with 0
+ * workers (the same code either way).
+ */
+export class Decoders {
+  private readonly pool: WorkerPool | null;
+  private readonly inline: RequestDecoder | null;
+
+  constructor(proto: ProtoCodec | null, settings: ValidationSettings, workers: number) {
+    if (workers > 0) {
+      const workerData: DecoderInit = { protobuf: proto !== null, settings };
+      // Two tasks per worker: it decodes the next body while the event loop queues the last one.
+      this.pool = new WorkerPool(siblingModule(import.meta.url, 'decode-worker'), {
+        size: workers,
+        workerData,
+        maxInFlight: 2,
+      });
+      this.inline = null;
+    } else {
+      this.pool = null;
+      this.inline = new RequestDecoder(proto, settings);
+    }
+  }
+
+  /** Decodes a body; a body that does not own its whole buffer is copied once to cross threads. */
+  async decode(task: DecodeTask): Promise<DecodeResult> {
+    if (!this.pool) return this.inline!.decode(task);
+    let body = task.body;
+    if (body.byteOffset !== 0 || body.byteLength !== body.buffer.byteLength) body = new Uint8Array(body);
+    return this.pool.run<DecodeResult>('decode', { ...task, body }, [body.buffer as ArrayBuffer]);
+  }
+
+  async close(): Promise<void> {
+    await this.pool?.close();
+  }
+}
