@@ -10,7 +10,9 @@
 //   - request latency p50/p99 at half the measured rate (open loop, measured from the scheduled
 //     send time, so a stall is not hidden);
 //   - the server process's peak RSS (VmHWM).
-// Request bodies are encoded (and gzipped) before the clock starts: the generator only sends.
+// Request bodies are encoded (and gzipped) before the clock starts: the generator only sends, each
+// request as one prepared buffer over a lean HTTP/1.1 client (bench/http-client.ts), so that it takes
+// little of the CPU the server needs.
 //
 // Usage: node bench/server-load.ts [--seconds 10] [--warmup 3] [--connections 8]
 //          [--scenarios spans-json,spans-proto,logs-json,logs-proto] [--gzip off,on]
@@ -18,7 +20,6 @@
 
 import { spawn } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { Agent, request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -26,6 +27,7 @@ import { parseArgs } from 'node:util';
 import { gzipSync } from 'node:zlib';
 import { loadProtobuf, type Signal } from '../src/otlp/index.ts';
 import type { PartialOptions } from '../src/storage/options.ts';
+import { RawConnection, rawRequest } from './http-client.ts';
 import { logsRequest, tracesRequest } from './otlp-payloads.ts';
 
 const ITEMS_PER_REQUEST = 100;
@@ -123,18 +125,15 @@ async function buildBodies(
   return { bodies, rowsPerRequest, itemsPerRequest: ITEMS_PER_REQUEST };
 }
 
-function send(agent: Agent, url: URL, path: string, body: Body): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const req = request(
-      { agent, host: url.hostname, port: url.port, path, method: 'POST', headers: body.headers },
-      (res) => {
-        res.resume();
-        res.on('end', () => resolve(res.statusCode ?? 0));
-      },
-    );
-    req.on('error', reject);
-    req.end(body.bytes);
-  });
+/** The connections of a phase, and each body as the complete request bytes for `path`. */
+function prepare(url: string, bodies: Body[], connections: number, path: string) {
+  const target = new URL(url);
+  const raw = bodies.map((b) => rawRequest(target.host, path, b.headers, b.bytes));
+  const conns = Array.from(
+    { length: connections },
+    () => new RawConnection(target.hostname, Number(target.port)),
+  );
+  return { raw, conns };
 }
 
 interface Health {
@@ -217,17 +216,16 @@ async function closedLoop(
   ms: number,
   path: string,
 ): Promise<PhaseResult> {
-  const agent = new Agent({ keepAlive: true, maxSockets: connections });
-  const target = new URL(url);
+  const { raw, conns } = prepare(url, bodies, connections, path);
   const out: PhaseResult = { requests: 0, statuses: {}, latencies: [] };
   const end = performance.now() + ms;
   let next = 0;
   await Promise.all(
-    Array.from({ length: connections }, async () => {
+    conns.map(async (conn) => {
       while (performance.now() < end) {
-        const body = bodies[next++ % bodies.length]!;
+        const body = raw[next++ % raw.length]!;
         const t0 = performance.now();
-        const status = await send(agent, target, path, body);
+        const status = await conn.send(body);
         out.latencies.push(performance.now() - t0);
         out.statuses[status] = (out.statuses[status] ?? 0) + 1;
         out.requests++;
@@ -236,7 +234,7 @@ async function closedLoop(
       }
     }),
   );
-  agent.destroy();
+  for (const c of conns) c.close();
   return out;
 }
 
@@ -249,8 +247,7 @@ async function openLoop(
   path: string,
   rps: number,
 ): Promise<PhaseResult> {
-  const agent = new Agent({ keepAlive: true, maxSockets: connections });
-  const target = new URL(url);
+  const { raw, conns } = prepare(url, bodies, connections, path);
   const out: PhaseResult = { requests: 0, statuses: {}, latencies: [] };
   const interval = 1000 / rps;
   const start = performance.now();
@@ -260,9 +257,9 @@ async function openLoop(
     const scheduled = start + i * interval;
     const wait = scheduled - performance.now();
     if (wait > 1) await new Promise((r) => setTimeout(r, wait));
-    const body = bodies[i % bodies.length]!;
+    // Requests go out in turn over the connections; one waits if its connection is still busy.
     inflight.push(
-      send(agent, target, path, body).then((status) => {
+      conns[i % conns.length]!.send(raw[i % raw.length]!).then((status) => {
         out.latencies.push(performance.now() - scheduled);
         out.statuses[status] = (out.statuses[status] ?? 0) + 1;
         out.requests++;
@@ -270,7 +267,7 @@ async function openLoop(
     );
   }
   await Promise.all(inflight);
-  agent.destroy();
+  for (const c of conns) c.close();
   return out;
 }
 

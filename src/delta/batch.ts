@@ -48,13 +48,75 @@ export function batchesRows(b: Batches): number {
   return n;
 }
 
-/** One batch of all the rows of `b`; a single batch is returned as it is. */
-export function joinBatches(schema: TableSchema, b: Batches): ColumnBatch {
+/**
+ * One batch of all the rows of `b` (same schema), each column allocated once at its exact size;
+ * a single batch is returned as it is.
+ */
+export function joinBatches(b: Batches): ColumnBatch {
   const parts = batchList(b);
   if (parts.length === 1) return parts[0]!;
-  const builder = new BatchBuilder(schema, batchesRows(parts));
-  for (const part of parts) builder.appendBatch(part);
-  return builder.finish();
+  const rows = batchesRows(parts);
+  const columns: Record<string, ColumnData> = {};
+  for (const name of Object.keys(parts[0]!.columns)) {
+    const cols = parts.map((p) => p.columns[name]!);
+    columns[name] = joinColumn(cols, parts, rows);
+  }
+  return { numRows: rows, columns };
+}
+
+type Utf8Data = Extract<ColumnData, { kind: 'utf8' }>;
+type TypedData = Extract<ColumnData, { valid: Uint8Array | null }>;
+
+function joinColumn(cols: ColumnData[], parts: readonly ColumnBatch[], rows: number): ColumnData {
+  const kind = cols[0]!.kind;
+  if (kind === 'string' || kind === 'list_long' || kind === 'list_double') {
+    const values = parts.flatMap((p, i) => (cols[i] as { values: unknown[] }).values.slice(0, p.numRows));
+    return { kind, values } as ColumnData;
+  }
+  // A validity mask only when some part has nulls.
+  let valid: Uint8Array | null = null;
+  if (cols.some((c) => (c as TypedData).valid)) {
+    valid = new Uint8Array(rows);
+    let at = 0;
+    parts.forEach((p, i) => {
+      const v = (cols[i] as TypedData).valid;
+      if (v) valid!.set(v.subarray(0, p.numRows), at);
+      else valid!.fill(1, at, at + p.numRows);
+      at += p.numRows;
+    });
+  }
+  if (kind !== 'utf8') {
+    const first = (cols[0] as Extract<TypedData, { values: unknown }>).values;
+    const values = new (first.constructor as new (n: number) => Uint8Array)(rows);
+    let at = 0;
+    parts.forEach((p, i) => {
+      values.set((cols[i] as unknown as { values: Uint8Array }).values.subarray(0, p.numRows), at);
+      at += p.numRows;
+    });
+    return { kind, values, valid } as unknown as ColumnData;
+  }
+  const utf8 = cols as Utf8Data[];
+  let size = 0;
+  parts.forEach((p, i) => {
+    size += utf8[i]!.offsets[p.numRows]! - utf8[i]!.offsets[0]!;
+  });
+  const bytes = new Uint8Array(size);
+  const offsets = new Int32Array(rows + 1);
+  const repeats = utf8.some((c) => c.repeats) ? new Uint8Array(rows) : null;
+  let row = 0;
+  let pos = 0;
+  parts.forEach((p, i) => {
+    const c = utf8[i]!;
+    const start = c.offsets[0]!;
+    const end = c.offsets[p.numRows]!;
+    bytes.set(c.bytes.subarray(start, end), pos);
+    const shift = pos - start;
+    for (let r = 1; r <= p.numRows; r++) offsets[row + r] = c.offsets[r]! + shift;
+    if (repeats && c.repeats) repeats.set(c.repeats.subarray(0, p.numRows), row);
+    row += p.numRows;
+    pos += end - start;
+  });
+  return { kind: 'utf8', bytes, offsets, valid, repeats };
 }
 
 /** Rows held by a column. */

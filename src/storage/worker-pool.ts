@@ -50,7 +50,13 @@ export class WorkerPool {
 
   constructor(moduleUrl: URL, opts: WorkerPoolOptions) {
     this.url = moduleUrl;
-    this.opts = { recycleAfter: 0, execArgv: [], workerData: undefined, maxInFlight: 1, ...opts };
+    this.opts = {
+      recycleAfter: 0,
+      execArgv: [],
+      workerData: undefined,
+      maxInFlight: 1,
+      ...opts,
+    };
   }
 
   /** Runs `task` on a free worker; rejects with the worker's error message. */

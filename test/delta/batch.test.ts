@@ -5,6 +5,7 @@ import {
   batchFromRows,
   type ColumnBatch,
   type ColumnData,
+  joinBatches,
   packBatch,
   transferables,
 } from '../../src/delta/batch.ts';
@@ -123,6 +124,11 @@ describe('BatchBuilder batches of batches (the server path)', () => {
       assert.equal(got.numRows, rows.length);
       assert.deepEqual(table(got), expected);
       assert.deepEqual(computeStats(s, got), computeStats(s, batchFromRows(s, rows)));
+      // The writer's worker joins the pieces in one go.
+      const joined = joinBatches(pieces);
+      assert.equal(joined.numRows, rows.length);
+      assert.deepEqual(table(joined), expected);
+      assert.deepEqual(computeStats(s, joined), computeStats(s, batchFromRows(s, rows)));
     });
   }
 
