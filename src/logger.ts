@@ -4,7 +4,7 @@
 
 import { mkdir } from 'node:fs/promises';
 import type { LazyDataFrame } from 'nodejs-polars';
-import type { ColumnBatch } from './delta/batch.ts';
+import type { BatchPart } from './delta/batch.ts';
 import { DeltaTable } from './delta/table.ts';
 import { Aggregator, type AggregatorStats, type TableWriter } from './pipeline/aggregator.ts';
 import { Producer, type ProducerStats } from './pipeline/producer.ts';
@@ -248,7 +248,7 @@ export class Logger {
    */
   async ingestBatch(
     table: TableName,
-    batch: ColumnBatch,
+    batch: BatchPart,
     opts: { waitMs?: number; rejected?: Record<string, number> } = {},
   ): Promise<IngestResult> {
     if (!this.aggregator) await this.ready;

@@ -36,10 +36,10 @@ export interface ColumnBatch {
  * The rows of one data file: a batch, or batches of the same schema written one after another
  * (the many small batches of the server are joined by the writer's worker, off the event loop).
  */
-export type Batches = ColumnBatch | readonly ColumnBatch[];
+export type Batches = BatchPart | readonly BatchPart[];
 
-export function batchList(b: Batches): readonly ColumnBatch[] {
-  return Array.isArray(b) ? b : [b as ColumnBatch];
+export function batchList(b: Batches): readonly BatchPart[] {
+  return Array.isArray(b) ? b : [b as BatchPart];
 }
 
 export function batchesRows(b: Batches): number {
@@ -52,8 +52,8 @@ export function batchesRows(b: Batches): number {
  * One batch of all the rows of `b` (same schema), each column allocated once at its exact size;
  * a single batch is returned as it is.
  */
-export function joinBatches(b: Batches): ColumnBatch {
-  const parts = batchList(b);
+export function joinBatches(b: Batches, names: readonly string[]): ColumnBatch {
+  const parts = batchList(b).map((p) => columnsOf(p, names));
   if (parts.length === 1) return parts[0]!;
   const rows = batchesRows(parts);
   const columns: Record<string, ColumnData> = {};
@@ -146,7 +146,9 @@ export function isValid(column: ColumnData, i: number): boolean {
 export function transferables(batches: Batches): ArrayBuffer[] {
   // A set: the columns of a packed batch share one buffer, and a transfer list takes it once.
   const out = new Set<ArrayBuffer>();
-  for (const c of batchList(batches).flatMap((b) => Object.values(b.columns))) {
+  const parts = batchList(batches);
+  for (const p of parts) if (isPacked(p)) out.add(p.packed);
+  for (const c of parts.flatMap((b) => (isPacked(b) ? [] : Object.values(b.columns)))) {
     if (c.kind === 'utf8') {
       out.add(c.bytes.buffer as ArrayBuffer).add(c.offsets.buffer as ArrayBuffer);
       if (c.repeats) out.add(c.repeats.buffer as ArrayBuffer);
@@ -156,73 +158,167 @@ export function transferables(batches: Batches): ArrayBuffer[] {
   }
   return [...out];
 }
-
-type Packable = BigInt64Array | Int32Array | Float64Array | Uint8Array;
-
-/**
- * Copies a batch into one ArrayBuffer (each array 8-byte aligned) and returns the batch viewing
- * it: a small batch then crosses threads as a single transferred buffer instead of dozens.
- */
-export function packBatch(batch: ColumnBatch): ColumnBatch {
-  const arrays: Packable[] = [];
-  const visit = (a: Packable | null | undefined) => {
-    if (a) arrays.push(a);
-  };
-  for (const c of Object.values(batch.columns)) {
-    if (c.kind === 'utf8') {
-      visit(c.bytes);
-      visit(c.offsets);
-      visit(c.repeats);
-      visit(c.valid);
-    } else if (c.kind === 'list_long' || c.kind === 'list_double') {
-      for (const v of c.values) visit(v);
-    } else if (c.kind !== 'string') {
-      visit(c.values);
-      visit(c.valid);
-    }
-  }
-  let size = 0;
-  for (const a of arrays) size += (a.byteLength + 7) & ~7;
-  const arena = new ArrayBuffer(size);
-  let at = 0;
-  const copy = <T extends Packable>(a: T): T => {
-    const view = new (a.constructor as new (b: ArrayBuffer, o: number, n: number) => T)(arena, at, a.length);
-    (view as Uint8Array).set(a as Uint8Array);
-    at += (a.byteLength + 7) & ~7;
-    return view;
-  };
-  const opt = <T extends Packable>(a: T | null | undefined): T | null => (a ? copy(a) : null);
-  const columns: Record<string, ColumnData> = {};
-  for (const [name, c] of Object.entries(batch.columns)) {
-    switch (c.kind) {
-      case 'utf8':
-        columns[name] = {
-          kind: 'utf8',
-          bytes: copy(c.bytes),
-          offsets: copy(c.offsets),
-          repeats: opt(c.repeats),
-          valid: opt(c.valid),
-        };
-        break;
-      case 'list_long':
-        columns[name] = { kind: c.kind, values: c.values.map((v) => opt(v)) };
-        break;
-      case 'list_double':
-        columns[name] = { kind: c.kind, values: c.values.map((v) => opt(v)) };
-        break;
-      case 'string':
-        columns[name] = c;
-        break;
-      default:
-        columns[name] = { kind: c.kind, values: copy(c.values), valid: opt(c.valid) } as ColumnData;
-    }
-  }
-  return { numRows: batch.numRows, columns };
-}
-
 /** False once the batches' buffers were transferred away (and not handed back). */
 export function isIntact(batches: Batches): boolean {
   return transferables(batches).every((b) => !b.detached);
+}
+
+// --- packed batches -----------------------------------------------------------------------------
+// A batch crossing threads as dozens of typed-array views costs a serialization step per view on
+// both sides; packed, it is one ArrayBuffer: a header of int32 (per column: kind and the byte
+// offsets of its arrays) followed by the arrays, each 8-byte aligned.
+
+/** A batch packed into one buffer (`packBatch`); `unpackBatch` gives the columns back as views. */
+export interface PackedBatch {
+  readonly numRows: number;
+  readonly packed: ArrayBuffer;
+}
+
+/** A batch as the queue and the table writer take it: columns, or packed. */
+export type BatchPart = ColumnBatch | PackedBatch;
+
+export function isPacked(b: BatchPart): b is PackedBatch {
+  return (b as PackedBatch).packed !== undefined;
+}
+
+const PACKED_KINDS = [
+  'utf8',
+  'long',
+  'timestamp',
+  'integer',
+  'double',
+  'boolean',
+  'list_long',
+  'list_double',
+] as const;
+/** Header ints per column: kind, then five array offsets or sizes (-1: absent). */
+const PER_COLUMN = 6;
+
+type Typed = BigInt64Array | Int32Array | Float64Array | Uint8Array;
+type TypedCtor = { new (b: ArrayBuffer, offset: number, length: number): Typed; BYTES_PER_ELEMENT: number };
+
+const align = (n: number) => (n + 7) & ~7;
+
+/**
+ * Packs the first `numRows` rows of a batch built by BatchBuilder (string columns as `utf8`).
+ * Column order is kept; `unpackBatch` takes the names in the same order.
+ */
+export function packBatch(batch: ColumnBatch): PackedBatch {
+  const n = batch.numRows;
+  const cols = Object.values(batch.columns);
+  const arrays: Typed[] = [];
+  const header = new Int32Array(1 + cols.length * PER_COLUMN);
+  header[0] = cols.length;
+  let size = align(header.byteLength);
+  /** Reserves room for an array; returns its byte offset, -1 for none. */
+  const plan = (a: Typed | null): number => {
+    if (!a) return -1;
+    arrays.push(a);
+    const at = size;
+    size += align(a.byteLength);
+    return at;
+  };
+  cols.forEach((c, j) => {
+    const h = 1 + j * PER_COLUMN;
+    if (c.kind === 'string') throw new TypeError('packBatch takes string columns as utf8');
+    header[h] = PACKED_KINDS.indexOf(c.kind);
+    if (c.kind === 'utf8') {
+      const start = c.offsets[0]!;
+      // Offsets rebased to 0 when the column's bytes do not start at its first byte.
+      const offsets = c.offsets.subarray(0, n + 1);
+      const bytes = c.bytes.subarray(start, c.offsets[n]);
+      header[h + 1] = plan(bytes);
+      header[h + 2] = bytes.length;
+      header[h + 3] = plan(start === 0 ? offsets : offsets.map((o) => o - start));
+      header[h + 4] = plan(c.valid ? c.valid.subarray(0, n) : null);
+      header[h + 5] = plan(c.repeats ? c.repeats.subarray(0, n) : null);
+    } else if (c.kind === 'list_long' || c.kind === 'list_double') {
+      const offsets = new Int32Array(n + 1);
+      const present = new Uint8Array(n);
+      let total = 0;
+      for (let i = 0; i < n; i++) {
+        const v = c.values[i];
+        if (v) {
+          present[i] = 1;
+          total += v.length;
+        }
+        offsets[i + 1] = total;
+      }
+      const items = c.kind === 'list_long' ? new BigInt64Array(total) : new Float64Array(total);
+      for (let i = 0; i < n; i++) {
+        const v = c.values[i];
+        if (v) (items as Float64Array).set(v as Float64Array, offsets[i]!);
+      }
+      header[h + 1] = plan(items);
+      header[h + 2] = total;
+      header[h + 3] = plan(offsets);
+      header[h + 4] = plan(present);
+      header[h + 5] = -1;
+    } else {
+      header[h + 1] = plan(c.values.subarray(0, n));
+      header[h + 2] = -1;
+      header[h + 3] = -1;
+      header[h + 4] = plan(c.valid ? c.valid.subarray(0, n) : null);
+      header[h + 5] = -1;
+    }
+  });
+  const packed = new ArrayBuffer(size);
+  const out = new Uint8Array(packed);
+  out.set(new Uint8Array(header.buffer, 0, header.byteLength));
+  let at = align(header.byteLength);
+  for (const a of arrays) {
+    out.set(new Uint8Array(a.buffer, a.byteOffset, a.byteLength), at);
+    at += align(a.byteLength);
+  }
+  return { numRows: n, packed };
+}
+
+const VALUE_CTOR: Record<string, TypedCtor> = {
+  long: BigInt64Array,
+  timestamp: BigInt64Array,
+  integer: Int32Array,
+  double: Float64Array,
+  boolean: Uint8Array,
+};
+
+/** The columns of a packed batch, as views of its buffer (no copy), named in packing order. */
+export function unpackBatch(p: PackedBatch, names: readonly string[]): ColumnBatch {
+  const n = p.numRows;
+  const header = new Int32Array(p.packed, 0, 1 + (new Int32Array(p.packed, 0, 1)[0] ?? 0) * PER_COLUMN);
+  if (header[0] !== names.length)
+    throw new TypeError(`packed batch has ${header[0]} columns, expected ${names.length}`);
+  const view = <T extends Typed>(C: TypedCtor, at: number, len: number): T => new C(p.packed, at, len) as T;
+  const opt = (at: number, len: number) => (at < 0 ? null : view<Uint8Array>(Uint8Array, at, len));
+  const columns: Record<string, ColumnData> = {};
+  names.forEach((name, j) => {
+    const h = 1 + j * PER_COLUMN;
+    const kind = PACKED_KINDS[header[h]!]!;
+    const [a, b, c, d, e] = [header[h + 1]!, header[h + 2]!, header[h + 3]!, header[h + 4]!, header[h + 5]!];
+    if (kind === 'utf8') {
+      const bytes = view<Uint8Array>(Uint8Array, a, b);
+      const offsets = view<Int32Array>(Int32Array, c, n + 1);
+      columns[name] = { kind, bytes, offsets, valid: opt(d, n), repeats: opt(e, n) };
+    } else if (kind === 'list_long' || kind === 'list_double') {
+      const items =
+        kind === 'list_long'
+          ? view<BigInt64Array>(BigInt64Array, a, b)
+          : view<Float64Array>(Float64Array, a, b);
+      const offsets = view<Int32Array>(Int32Array, c, n + 1);
+      const present = view<Uint8Array>(Uint8Array, d, n);
+      const values = Array.from({ length: n }, (_, i) =>
+        present[i] ? items.subarray(offsets[i]!, offsets[i + 1]!) : null,
+      );
+      columns[name] = { kind, values } as ColumnData;
+    } else {
+      columns[name] = { kind, values: view(VALUE_CTOR[kind]!, a, n), valid: opt(d, n) } as ColumnData;
+    }
+  });
+  return { numRows: n, columns };
+}
+
+/** A batch's columns, unpacking it if needed. */
+export function columnsOf(b: BatchPart, names: readonly string[]): ColumnBatch {
+  return isPacked(b) ? unpackBatch(b, names) : b;
 }
 
 /** Strings of a column encoded a chunk at a time: one join and one encode per chunk. */

@@ -74,7 +74,10 @@ serveTasks({
     let batch: Batches = task.batch;
     try {
       const schema = { name: 'batch', columns: task.columns, byName: new Map() } as unknown as TableSchema;
-      batch = joinBatches(batch);
+      batch = joinBatches(
+        batch,
+        task.columns.map((c) => c.name),
+      );
       const stats = computeStats(schema, batch);
       sink(batchFrame(task.columns, batch).lazy(), task.path, task.zstdLevel, task.rowGroupSize);
       const written: WrittenBatch = { ...(await finished(task.path)), stats, batch };

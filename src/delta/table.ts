@@ -39,6 +39,7 @@ import {
   type ColumnBatch,
   columnKind,
   columnLength,
+  columnsOf,
   isValid,
   transferables,
 } from './batch.ts';
@@ -581,7 +582,8 @@ export class DeltaTable {
     const rows = batchesRows(batch);
     try {
       this.assertWritable();
-      for (const part of batchList(batch)) this.checkBatch(part);
+      const names = this.schema.columns.map((c) => c.name);
+      for (const part of batchList(batch)) this.checkBatch(columnsOf(part, names));
     } catch (err) {
       return Promise.reject(err);
     }

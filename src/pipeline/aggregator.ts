@@ -6,7 +6,7 @@
 // Rows held here (building or being written) are bounded, so a slow disk fills the queue and
 // the producer's drop policy applies: backpressure instead of unbounded memory.
 
-import { BatchBuilder, type Batches, type ColumnBatch, isIntact } from '../delta/batch.ts';
+import { BatchBuilder, type Batches, type BatchPart, columnsOf, isIntact } from '../delta/batch.ts';
 import { SCHEMAS, TABLE_NAMES, type TableName, type TableSchema } from '../schema/tables.ts';
 import type { AggregatorConfig } from '../storage/options.ts';
 import type { Producer, Queued } from './producer.ts';
@@ -40,7 +40,7 @@ interface Slot {
   /** Rows queued one by one (the library) are built into columns here. */
   builder: BatchBuilder;
   /** Rows that came as batches (the server) are kept as they are: the writer joins them. */
-  parts: ColumnBatch[];
+  parts: BatchPart[];
   partRows: number;
   /** When the oldest row of the building batch arrived (clock ms). */
   oldestAt: number;
@@ -55,10 +55,17 @@ function size(slot: Slot): number {
 }
 
 /** Rows [from, to) of a batch: the batch itself when that is all of it, else a copy. */
-function sliceBatch(schema: TableSchema, batch: ColumnBatch, from: number, to: number): ColumnBatch {
+function sliceBatch(schema: TableSchema, batch: BatchPart, from: number, to: number): BatchPart {
   if (from === 0 && to === batch.numRows) return batch;
   const b = new BatchBuilder(schema, to - from);
-  b.appendBatch(batch, from, to);
+  b.appendBatch(
+    columnsOf(
+      batch,
+      schema.columns.map((c) => c.name),
+    ),
+    from,
+    to,
+  );
   return b.finish();
 }
 

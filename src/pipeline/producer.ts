@@ -5,7 +5,7 @@
 // When full, `drop_policy` decides: `block` makes producers wait (asynchronously) for room up to
 // a timeout, `drop_newest` refuses the incoming rows, `drop_oldest` evicts the oldest queued rows.
 
-import type { ColumnBatch } from '../delta/batch.ts';
+import type { BatchPart } from '../delta/batch.ts';
 import type { TableName } from '../schema/tables.ts';
 import type { RowValues } from '../schema/validate.ts';
 import type { DropPolicy } from '../storage/options.ts';
@@ -22,7 +22,7 @@ export interface QueuedRow {
 export interface QueuedBatch {
   table: TableName;
   day: string;
-  batch: ColumnBatch;
+  batch: BatchPart;
   from: number;
   to: number;
 }
@@ -158,7 +158,7 @@ export class Producer {
   /** Enqueues the rows of a batch all together or not at all, like `enqueue`. */
   async enqueueBatch(
     table: TableName,
-    batch: ColumnBatch,
+    batch: BatchPart,
     waitMs = this.blockTimeoutMs,
   ): Promise<EnqueueOutcome> {
     const outcome = await this.admit(batch.numRows, waitMs);

@@ -4,7 +4,7 @@
 // decode-worker.ts), so only small batches in one buffer each come back to the event loop.
 
 import { availableParallelism } from 'node:os';
-import { BatchBuilder, type ColumnBatch, packBatch } from '../delta/batch.ts';
+import { BatchBuilder, type PackedBatch, packBatch } from '../delta/batch.ts';
 import {
   type BodyFormat,
   decodeRequest,
@@ -28,8 +28,8 @@ export interface DecodeTask {
 }
 
 export interface DecodedTable {
-  /** The valid rows, normalized. */
-  batch: ColumnBatch;
+  /** The valid rows, normalized, packed into one buffer. */
+  batch: PackedBatch;
   rejected: number;
   /** Rejected rows by reason, the first one met first. */
   reasons: Record<string, number>;

@@ -6,8 +6,10 @@ import {
   type ColumnBatch,
   type ColumnData,
   joinBatches,
+  type PackedBatch,
   packBatch,
   transferables,
+  unpackBatch,
 } from '../../src/delta/batch.ts';
 import { computeStats } from '../../src/delta/stats.ts';
 import { SCHEMAS } from '../../src/schema/tables.ts';
@@ -95,21 +97,21 @@ function table(batch: ColumnBatch): unknown[][] {
 
 describe('BatchBuilder batches of batches (the server path)', () => {
   for (const name of Object.keys(SCHEMAS) as (keyof typeof SCHEMAS)[]) {
-    it(`${name}: small packed batches appended in ranges equal the rows pushed one by one`, () => {
+    it(`${name}: small packed batches, unpacked, appended in ranges or joined equal the rows pushed one by one`, () => {
       const s = SCHEMAS[name];
+      const names = s.columns.map((c) => c.name);
       const rows = makeRows(s, 700, 11);
       const expected = table(batchFromRows(s, rows));
       // A reused builder makes one small batch per "request", each packed into one buffer.
       const small = new BatchBuilder(s, 8);
-      const pieces: ColumnBatch[] = [];
+      const pieces: PackedBatch[] = [];
       for (let at = 0; at < rows.length; ) {
         const n = 1 + ((at * 7) % 90);
         for (const r of rows.slice(at, at + n)) small.push(r);
         const packed = packBatch(small.view());
         small.clear();
-        const buffers = transferables(packed);
-        if (name !== 'metrics_hist') assert.equal(buffers.length, 1, 'one buffer per packed batch');
-        assert.ok(buffers.every((b) => b === buffers[0]));
+        assert.deepEqual(transferables(packed), [packed.packed], 'one buffer per packed batch');
+        assert.deepEqual(table(unpackBatch(packed, names)), expected.slice(at, at + n));
         pieces.push(packed);
         at += n;
       }
@@ -117,15 +119,15 @@ describe('BatchBuilder batches of batches (the server path)', () => {
       const target = new BatchBuilder(s, 4);
       for (const p of pieces) {
         const mid = p.numRows >> 1;
-        target.appendBatch(p, 0, mid);
-        target.appendBatch(p, mid, p.numRows);
+        target.appendBatch(unpackBatch(p, names), 0, mid);
+        target.appendBatch(unpackBatch(p, names), mid, p.numRows);
       }
       const got = target.finish();
       assert.equal(got.numRows, rows.length);
       assert.deepEqual(table(got), expected);
       assert.deepEqual(computeStats(s, got), computeStats(s, batchFromRows(s, rows)));
       // The writer's worker joins the pieces in one go.
-      const joined = joinBatches(pieces);
+      const joined = joinBatches(pieces, names);
       assert.equal(joined.numRows, rows.length);
       assert.deepEqual(table(joined), expected);
       assert.deepEqual(computeStats(s, joined), computeStats(s, batchFromRows(s, rows)));
@@ -142,5 +144,22 @@ describe('BatchBuilder batches of batches (the server path)', () => {
     b.appendBatch(strings);
     b.appendBatch(plain, 1);
     assert.deepEqual(decode(b.finish().columns['body']!, 5), ['a', null, 'ü', null, 'ü']);
+  });
+});
+
+describe('packBatch', () => {
+  it('rebases a string column whose offsets do not start at 0, and refuses plain string arrays', () => {
+    const bytes = new TextEncoder().encode('xyzabcdé');
+    const col: ColumnData = {
+      kind: 'utf8',
+      bytes,
+      offsets: Int32Array.of(3, 4, 6, 9),
+      valid: null,
+      repeats: null,
+    };
+    const packed = packBatch({ numRows: 3, columns: { s: col } });
+    assert.deepEqual(decode(unpackBatch(packed, ['s']).columns['s']!, 3), ['a', 'bc', 'dé']);
+    assert.throws(() => packBatch({ numRows: 1, columns: { s: { kind: 'string', values: ['a'] } } }), /utf8/);
+    assert.throws(() => unpackBatch(packed, ['s', 't']), /1 columns, expected 2/);
   });
 });

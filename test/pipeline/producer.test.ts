@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { ColumnBatch } from '../../src/delta/batch.ts';
+import { type ColumnBatch, columnsOf } from '../../src/delta/batch.ts';
 import { Producer, type Queued } from '../../src/pipeline/producer.ts';
 
 const rows = (n: number, from = 0) => Array.from({ length: n }, (_, i) => [from + i]);
@@ -13,7 +13,12 @@ const idsOf = (entries: Queued[]) =>
   entries.flatMap((q) =>
     q.batch === undefined
       ? [q.values[0]]
-      : [...(q.batch.columns['id'] as { values: Int32Array }).values.subarray(q.from, q.to)],
+      : [
+          ...(columnsOf(q.batch, ['id']).columns['id'] as { values: Int32Array }).values.subarray(
+            q.from,
+            q.to,
+          ),
+        ],
   );
 const ids = (p: Producer) => idsOf(p.take(Number.POSITIVE_INFINITY));
 
