@@ -16,7 +16,7 @@
 //
 // Usage: node bench/server-load.ts [--seconds 10] [--warmup 3] [--connections 8]
 //          [--scenarios spans-json,spans-proto,logs-json,logs-proto] [--gzip off,on]
-//          [--max-batch-rows 50000] [--no-half]
+//          [--max-batch-rows 50000] [--decode-workers N] [--no-half]
 
 import { spawn } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
@@ -290,6 +290,7 @@ async function main(): Promise<void> {
       scenarios: { type: 'string', default: 'spans-json,spans-proto,logs-json,logs-proto' },
       gzip: { type: 'string', default: 'off,on' },
       'max-batch-rows': { type: 'string', default: '50000' },
+      'decode-workers': { type: 'string' },
       'no-half': { type: 'boolean', default: false },
     },
   });
@@ -304,6 +305,9 @@ async function main(): Promise<void> {
       min_batch_rows: Math.min(maxBatchRows, 5_000),
       max_age_s: 1,
     },
+    ...(values['decode-workers'] === undefined
+      ? {}
+      : { server_config: { decode_workers: Number(values['decode-workers']) } }),
   };
   console.log(`server options: ${JSON.stringify(options)}`);
   console.log(

@@ -4,8 +4,8 @@
 import { open, rename, stat, unlink } from 'node:fs/promises';
 import pl from 'nodejs-polars';
 import type { ColumnDef, TableSchema } from '../schema/tables.ts';
-import { ReturnedInput, serveTasks, transferResult } from '../storage/worker-pool.ts';
-import { type Batches, type ColumnBatch, joinBatches, transferables } from './batch.ts';
+import { ReturnedInput, serveTasks } from '../storage/worker-pool.ts';
+import { type Batches, joinBatches, transferables } from './batch.ts';
 import { type CheckpointContent, encodeCheckpoint } from './checkpoint.ts';
 import { batchFrame } from './frame.ts';
 import { computeStats, type FileStats } from './stats.ts';
@@ -58,8 +58,6 @@ export interface WrittenFile {
 
 export interface WrittenBatch extends WrittenFile {
   stats: FileStats;
-  /** The batch written, handed back. */
-  batch: ColumnBatch;
 }
 
 async function finished(path: string): Promise<WrittenFile> {
@@ -80,9 +78,10 @@ serveTasks({
       );
       const stats = computeStats(schema, batch);
       sink(batchFrame(task.columns, batch).lazy(), task.path, task.zstdLevel, task.rowGroupSize);
-      const written: WrittenBatch = { ...(await finished(task.path)), stats, batch };
-      // The batch goes back too (no copy): the caller keeps it until the commit is durable.
-      return transferResult(written, transferables(batch));
+      // The batch is not handed back: once the file is synced, the file is the durable copy (a
+      // failed commit is retried with it), and the buffers would only add GC work to the caller.
+      const written: WrittenBatch = { ...(await finished(task.path)), stats };
+      return written;
     } catch (err) {
       // The batch came by transfer: hand it back so that the write can be retried.
       throw new ReturnedInput((err as Error).message, batch, transferables(batch));

@@ -110,6 +110,9 @@ export class DeltaConflictError extends Error {
 }
 
 const ENGINE_INFO = 'otelake/0.1.1';
+/** A commit of a written file is tried this often, waiting COMMIT_RETRY_MS, then twice as long... */
+const COMMIT_ATTEMPTS = 8;
+const COMMIT_RETRY_MS = 100;
 const DEFAULT_ROW_GROUP = 131_072;
 /** A reader this many commits behind the latest checkpoint reloads from it instead of replaying. */
 const RELOAD_AFTER_COMMITS = 200;
@@ -574,9 +577,10 @@ export class DeltaTable {
   /**
    * Writes the batch (or the batches, one after another) as one Parquet file and commits it.
    * Commits happen in call order. With `transfer`, the batches' buffers move to the worker
-   * instead of being copied (the batch objects are unusable afterwards); when the write or the
-   * commit fails, the rejection's `batch` holds the rows handed back, so that the caller can
-   * retry them.
+   * instead of being copied (the batch objects are unusable afterwards); when the write fails,
+   * the rejection's `batch` holds the rows handed back, so that the caller can retry them. Once
+   * the file is written and synced it is the durable copy: a failed commit is retried with it
+   * (COMMIT_ATTEMPTS times, backing off), and only then does the append fail, without a batch.
    */
   append(batch: Batches, opts: { transfer?: boolean } = {}): Promise<AppendResult> {
     const rows = batchesRows(batch);
@@ -620,21 +624,26 @@ export class DeltaTable {
         dataChange: true,
         stats: statsToJson(this.schema, written.stats),
       };
+      const actions = [
+        commitInfo('WRITE', { mode: 'Append', partitionBy: '[]' }, this.opts.engineInfo, {
+          isBlindAppend: true,
+          operationMetrics: {
+            numFiles: '1',
+            numOutputRows: String(rows),
+            numOutputBytes: String(written.size),
+          },
+        }),
+        { add },
+      ];
       let version: number;
-      try {
-        version = await this.commit([
-          commitInfo('WRITE', { mode: 'Append', partitionBy: '[]' }, this.opts.engineInfo, {
-            isBlindAppend: true,
-            operationMetrics: {
-              numFiles: '1',
-              numOutputRows: String(rows),
-              numOutputBytes: String(written.size),
-            },
-          }),
-          { add },
-        ]);
-      } catch (err) {
-        throw withBatch(err, written.batch);
+      for (let attempt = 1; ; attempt++) {
+        try {
+          version = await this.commit(actions);
+          break;
+        } catch (err) {
+          if (attempt >= COMMIT_ATTEMPTS || this.closed) throw err;
+          await new Promise((r) => setTimeout(r, COMMIT_RETRY_MS * 2 ** (attempt - 1)));
+        }
       }
       this.parsed.set(name, {
         path: name,

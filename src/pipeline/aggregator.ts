@@ -14,7 +14,8 @@ import type { Producer, Queued } from './producer.ts';
 export interface TableWriter {
   /**
    * Writes and commits batches as one file. With `transfer` their buffers move to the writer; a
-   * failed append then rejects with an error whose `batch` holds the rows handed back, if it could.
+   * failed write then rejects with an error whose `batch` holds the rows handed back, if it could
+   * (a failed commit is retried by the writer with the written file, and comes back without).
    */
   append(batch: Batches, opts?: { transfer?: boolean }): Promise<unknown>;
   close(): Promise<void>;
@@ -233,7 +234,8 @@ export class Aggregator {
         };
         const back = (err as { batch?: Batches }).batch;
         if (back) batch = back;
-        // Without its batch (a worker that died mid-write) there is nothing left to retry.
+        // Without its batch (a worker that died mid-write, a commit the writer gave up on) there is
+        // nothing left to retry.
         if (attempt >= MAX_ATTEMPTS || this.stopped || !isIntact(batch)) {
           this.rowsFailed += rows;
           return;

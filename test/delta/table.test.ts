@@ -446,6 +446,22 @@ test('automatic log cleanup after checkpoints with logRetentionMs 0 bounds the l
   assert.deepEqual(snapshotOf(await DeltaTable.open(dir)), snapshotOf(w));
 });
 
+test('a commit that fails after the file is written is retried with the file', async () => {
+  const dir = tempDir();
+  const t = await DeltaTable.createOrOpen(dir, LOGS);
+  const rows = makeRows(LOGS, 30, 9, 0);
+  const log = join(dir, '_delta_log');
+  // The log folder is away while the file is written: the first commits fail, a later one works.
+  renameSync(log, `${log}.away`);
+  const appending = t.append(batchFromRows(LOGS, rows), { transfer: true });
+  await new Promise((r) => setTimeout(r, 250));
+  renameSync(`${log}.away`, log);
+  const r = await appending;
+  assert.equal(r.version, 1);
+  const got = sortRows(readRows((await DeltaTable.open(dir)).liveFilePaths(), LOGS));
+  assert.equal(JSON.stringify(got), JSON.stringify(sortRows(rows.map((x) => rowToJson(LOGS, x)))));
+});
+
 test('a transferred batch whose write fails comes back intact and can be appended again', async () => {
   const dir = tempDir();
   const t = await DeltaTable.createOrOpen(dir, LOGS);
