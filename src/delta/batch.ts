@@ -48,18 +48,53 @@ export function batchesRows(b: Batches): number {
   return n;
 }
 
+type ArrayCtor<T> = { new (length: number): T; new (b: ArrayBuffer, offset: number, length: number): T };
+
 /**
- * One batch of all the rows of `b` (same schema), each column allocated once at its exact size;
- * a single batch is returned as it is.
+ * Typed arrays carved out of one buffer that is kept from use to use: a writer joining batch
+ * after batch then allocates no new large buffers (each is external memory to V8, and enough of
+ * them trigger full GCs). Arrays handed out are overwritten after the next `reset`, and are not
+ * zeroed.
  */
-export function joinBatches(b: Batches, names: readonly string[]): ColumnBatch {
+export class Arena {
+  private buffer = new ArrayBuffer(0);
+  private used = 0;
+  /** Bytes asked for since the last reset, room or not. */
+  private asked = 0;
+
+  /** Starts over, first growing the buffer to what the last round needed (plus a quarter). */
+  reset(): void {
+    if (this.asked > this.buffer.byteLength) this.buffer = new ArrayBuffer(align(this.asked * 1.25));
+    this.used = 0;
+    this.asked = 0;
+  }
+
+  take<T extends Typed>(C: ArrayCtor<T> & { BYTES_PER_ELEMENT: number }, length: number): T {
+    const bytes = align(length * C.BYTES_PER_ELEMENT);
+    this.asked += bytes;
+    if (this.used + bytes > this.buffer.byteLength) return new C(length); // this round only
+    const out = new C(this.buffer, this.used, length);
+    this.used += bytes;
+    return out;
+  }
+}
+
+type Alloc = <T extends Typed>(C: ArrayCtor<T> & { BYTES_PER_ELEMENT: number }, length: number) => T;
+
+/**
+ * One batch of all the rows of `b` (same schema), each column allocated once at its exact size
+ * (from `arena` when given); a single batch is returned as it is.
+ */
+export function joinBatches(b: Batches, names: readonly string[], arena?: Arena): ColumnBatch {
   const parts = batchList(b).map((p) => columnsOf(p, names));
   if (parts.length === 1) return parts[0]!;
+  arena?.reset();
+  const alloc: Alloc = arena ? (C, n) => arena.take(C, n) : (C, n) => new C(n);
   const rows = batchesRows(parts);
   const columns: Record<string, ColumnData> = {};
   for (const name of Object.keys(parts[0]!.columns)) {
     const cols = parts.map((p) => p.columns[name]!);
-    columns[name] = joinColumn(cols, parts, rows);
+    columns[name] = joinColumn(cols, parts, rows, alloc);
   }
   return { numRows: rows, columns };
 }
@@ -67,7 +102,12 @@ export function joinBatches(b: Batches, names: readonly string[]): ColumnBatch {
 type Utf8Data = Extract<ColumnData, { kind: 'utf8' }>;
 type TypedData = Extract<ColumnData, { valid: Uint8Array | null }>;
 
-function joinColumn(cols: ColumnData[], parts: readonly ColumnBatch[], rows: number): ColumnData {
+function joinColumn(
+  cols: ColumnData[],
+  parts: readonly ColumnBatch[],
+  rows: number,
+  alloc: Alloc,
+): ColumnData {
   const kind = cols[0]!.kind;
   if (kind === 'string' || kind === 'list_long' || kind === 'list_double') {
     const values = parts.flatMap((p, i) => (cols[i] as { values: unknown[] }).values.slice(0, p.numRows));
@@ -76,7 +116,7 @@ function joinColumn(cols: ColumnData[], parts: readonly ColumnBatch[], rows: num
   // A validity mask only when some part has nulls.
   let valid: Uint8Array | null = null;
   if (cols.some((c) => (c as TypedData).valid)) {
-    valid = new Uint8Array(rows);
+    valid = alloc(Uint8Array, rows);
     let at = 0;
     parts.forEach((p, i) => {
       const v = (cols[i] as TypedData).valid;
@@ -87,7 +127,7 @@ function joinColumn(cols: ColumnData[], parts: readonly ColumnBatch[], rows: num
   }
   if (kind !== 'utf8') {
     const first = (cols[0] as Extract<TypedData, { values: unknown }>).values;
-    const values = new (first.constructor as new (n: number) => Uint8Array)(rows);
+    const values = alloc(first.constructor as ArrayCtor<Uint8Array> & { BYTES_PER_ELEMENT: number }, rows);
     let at = 0;
     parts.forEach((p, i) => {
       values.set((cols[i] as unknown as { values: Uint8Array }).values.subarray(0, p.numRows), at);
@@ -100,9 +140,10 @@ function joinColumn(cols: ColumnData[], parts: readonly ColumnBatch[], rows: num
   parts.forEach((p, i) => {
     size += utf8[i]!.offsets[p.numRows]! - utf8[i]!.offsets[0]!;
   });
-  const bytes = new Uint8Array(size);
-  const offsets = new Int32Array(rows + 1);
-  const repeats = utf8.some((c) => c.repeats) ? new Uint8Array(rows) : null;
+  const bytes = alloc(Uint8Array, size);
+  const offsets = alloc(Int32Array, rows + 1);
+  offsets[0] = 0;
+  const repeats = utf8.some((c) => c.repeats) ? alloc(Uint8Array, rows) : null;
   let row = 0;
   let pos = 0;
   parts.forEach((p, i) => {
@@ -113,6 +154,7 @@ function joinColumn(cols: ColumnData[], parts: readonly ColumnBatch[], rows: num
     const shift = pos - start;
     for (let r = 1; r <= p.numRows; r++) offsets[row + r] = c.offsets[r]! + shift;
     if (repeats && c.repeats) repeats.set(c.repeats.subarray(0, p.numRows), row);
+    else repeats?.fill(0, row, row + p.numRows);
     row += p.numRows;
     pos += end - start;
   });

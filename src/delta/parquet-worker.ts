@@ -5,7 +5,7 @@ import { open, rename, stat, unlink } from 'node:fs/promises';
 import pl from 'nodejs-polars';
 import type { ColumnDef, TableSchema } from '../schema/tables.ts';
 import { ReturnedInput, serveTasks } from '../storage/worker-pool.ts';
-import { type Batches, joinBatches, transferables } from './batch.ts';
+import { Arena, type Batches, joinBatches, transferables } from './batch.ts';
 import { type CheckpointContent, encodeCheckpoint } from './checkpoint.ts';
 import { batchFrame } from './frame.ts';
 import { computeStats, type FileStats } from './stats.ts';
@@ -67,15 +67,15 @@ async function finished(path: string): Promise<WrittenFile> {
   return { size: st.size, modificationTime: Math.floor(st.mtimeMs) };
 }
 
+/** Where batch parts are joined; free again once a file's frame is written (before any await). */
+const joinArena = new Arena();
+
 serveTasks({
   async writeBatch(task: WriteBatchTask) {
-    let batch: Batches = task.batch;
     try {
       const schema = { name: 'batch', columns: task.columns, byName: new Map() } as unknown as TableSchema;
-      batch = joinBatches(
-        batch,
-        task.columns.map((c) => c.name),
-      );
+      const names = task.columns.map((c) => c.name);
+      const batch = joinBatches(task.batch, names, joinArena);
       const stats = computeStats(schema, batch);
       sink(batchFrame(task.columns, batch).lazy(), task.path, task.zstdLevel, task.rowGroupSize);
       // The batch is not handed back: once the file is synced, the file is the durable copy (a
@@ -83,8 +83,8 @@ serveTasks({
       const written: WrittenBatch = { ...(await finished(task.path)), stats };
       return written;
     } catch (err) {
-      // The batch came by transfer: hand it back so that the write can be retried.
-      throw new ReturnedInput((err as Error).message, batch, transferables(batch));
+      // The batch came by transfer: hand its parts back so that the write can be retried.
+      throw new ReturnedInput((err as Error).message, task.batch, transferables(task.batch));
     }
   },
 

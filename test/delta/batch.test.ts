@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import {
+  Arena,
   BatchBuilder,
   batchFromRows,
   type ColumnBatch,
@@ -161,5 +162,28 @@ describe('packBatch', () => {
     assert.deepEqual(decode(unpackBatch(packed, ['s']).columns['s']!, 3), ['a', 'bc', 'dé']);
     assert.throws(() => packBatch({ numRows: 1, columns: { s: { kind: 'string', values: ['a'] } } }), /utf8/);
     assert.throws(() => unpackBatch(packed, ['s', 't']), /1 columns, expected 2/);
+  });
+});
+
+describe('joinBatches with an arena', () => {
+  it('reuses one buffer from join to join, whatever the previous join left in it', () => {
+    const s = SCHEMAS.spans;
+    const names = s.columns.map((c) => c.name);
+    const arena = new Arena();
+    const pieces = (seed: number, count: number): PackedBatch[] => {
+      const out: PackedBatch[] = [];
+      for (let i = 0; i < count; i++) out.push(packBatch(batchFromRows(s, makeRows(s, 20 + i, seed + i))));
+      return out;
+    };
+    const first = pieces(1, 6);
+    const joined1 = joinBatches(first, names, arena);
+    assert.deepEqual(table(joined1), table(joinBatches(first, names)));
+    // The second join overwrites the first one's memory, nulls and repeats included.
+    const second = pieces(50, 5);
+    const joined2 = joinBatches(second, names, arena);
+    assert.deepEqual(table(joined2), table(joinBatches(second, names)));
+    assert.deepEqual(computeStats(s, joined2), computeStats(s, joinBatches(second, names)));
+    const buffers = new Set(transferables(joined2));
+    assert.equal(buffers.size, 1, 'every column of the join lives in the arena');
   });
 });
