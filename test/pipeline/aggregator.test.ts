@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { type ColumnBatch, transferables } from '../../src/delta/batch.ts';
+import { BatchBuilder, type Batches, joinBatches, packBatch, transferables } from '../../src/delta/batch.ts';
 import { Aggregator, type TableWriter } from '../../src/pipeline/aggregator.ts';
 import { Producer } from '../../src/pipeline/producer.ts';
 import { SCHEMAS, type TableName } from '../../src/schema/tables.ts';
@@ -15,7 +15,7 @@ class MemoryTables {
   loseNext = 0;
   gate: Promise<void> | null = null;
   open = async (table: TableName, day: string): Promise<TableWriter> => ({
-    append: async (batch: ColumnBatch) => {
+    append: async (batch: Batches) => {
       if (this.gate) await this.gate;
       if (this.failNext > 0) {
         this.failNext--;
@@ -26,7 +26,7 @@ class MemoryTables {
         structuredClone(batch, { transfer: transferables(batch) });
         throw new Error('worker exited with code 134');
       }
-      const col = batch.columns['time_unix_nano'];
+      const col = joinBatches(batch, names).columns['time_unix_nano']!;
       assert.ok(col.kind === 'long');
       const key = `${table}/${day}`;
       this.written.set(key, [...(this.written.get(key) ?? []), [...col.values]]);
@@ -39,6 +39,12 @@ class MemoryTables {
 }
 
 const names = SCHEMAS.logs.columns.map((c) => c.name);
+/** The rows as a packed batch, as a server decode worker hands them over. */
+const packedRows = (rows: unknown[][]) => {
+  const b = new BatchBuilder(SCHEMAS.logs, rows.length);
+  for (const r of rows) b.pushValues(r);
+  return packBatch(b.finish());
+};
 const logRows = (n: number, from = 0) =>
   Array.from({ length: n }, (_, i) => {
     const row: Record<string, unknown> = { project_id: 'p', event_ts: 1n, time_unix_nano: BigInt(from + i) };
@@ -74,6 +80,29 @@ describe('Aggregator', () => {
       logRows(2500).map((r) => r[names.indexOf('time_unix_nano')]),
     );
     assert.equal(agg.stats().rows_written, 2500);
+    await agg.close();
+  });
+
+  it('keeps queued batches as parts, split where a file reaches max_batch_rows; every row written once', async () => {
+    const { producer, tables, agg } = setup({ max_batch_rows: 1000, min_batch_rows: 100, max_age_s: 60 });
+    agg.start();
+    // 30 requests of 85 rows, with rows queued one by one in between.
+    for (let i = 0; i < 30; i++) {
+      await producer.enqueueBatch('logs', packedRows(logRows(85, i * 100)));
+      await producer.enqueue('logs', logRows(1, i * 100 + 85));
+    }
+    const key = 'logs/' + producer.today();
+    await until(() => tables.rows(key).length === 30 * 86);
+    const sizes = tables.written.get(key)!.map((b) => b.length);
+    assert.deepEqual(sizes.slice(0, 2), [1000, 1000], 'a batch is cut at the limit, not after it');
+    const sorted = (xs: unknown[]) => [...xs].sort((a, b) => Number((a as bigint) - (b as bigint)));
+    const expected = Array.from({ length: 30 }, (_, i) => logRows(86, i * 100)).flat();
+    assert.deepEqual(
+      sorted(tables.rows(key)),
+      sorted(expected.map((r) => r[names.indexOf('time_unix_nano')])),
+    );
+    assert.equal(agg.stats().rows_written, 30 * 86);
+    assert.deepEqual(agg.pendingRows().logs, 0);
     await agg.close();
   });
 

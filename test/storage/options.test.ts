@@ -40,6 +40,17 @@ describe('options', () => {
       () => mergeOptions(defaultOptions(), { aggregator_config: { min_batch_rows: 5000 } }),
       /min_batch_rows: must not exceed max_batch_rows/,
     );
+    assert.equal(defaultOptions().server_config.decode_workers, null, 'one per core by default');
+    assert.equal(
+      mergeOptions(defaultOptions(), { server_config: { decode_workers: 0 } }).server_config.decode_workers,
+      0,
+    );
+    for (const bad of [-1, 1.5, '2']) {
+      assert.throws(
+        () => mergeOptions(defaultOptions(), { server_config: { decode_workers: bad as never } }),
+        /decode_workers: expected null \(one per core\) or an integer >= 0/,
+      );
+    }
   });
 
   it('persists options and a later load without options reloads and merges them', async () => {

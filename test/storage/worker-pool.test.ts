@@ -33,6 +33,18 @@ describe('WorkerPool', () => {
     await pool.close();
   });
 
+  it('gives every worker its workerData, and posts up to maxInFlight tasks to one worker', async () => {
+    const pool = new WorkerPool(url, { size: 2, maxInFlight: 2, workerData: { role: 'decode' } });
+    const runs = [100, 100, 100, 100, 100].map((ms) => pool.run<number>('busy', ms));
+    await new Promise((r) => setTimeout(r, 20));
+    assert.equal(pool.queuedTasks, 1, 'two workers take two tasks each, the fifth waits');
+    const threads = await Promise.all(runs);
+    assert.equal(new Set(threads).size, 2, 'the tasks are spread over both workers');
+    const who = await pool.run<{ workerData: unknown }>('whoami', null);
+    assert.deepEqual(who.workerData, { role: 'decode' });
+    await pool.close();
+  });
+
   it('recycles workers after recycleAfter tasks', async () => {
     const pool = new WorkerPool(url, { size: 1, recycleAfter: 2 });
     for (let i = 0; i < 5; i++) assert.equal(await pool.run('echo', i), i);
