@@ -110,17 +110,19 @@ export class RequestDecoder {
     }
     let rejected = 0;
     const reasons: Record<string, number> = {};
-    for (const row of rows) {
-      const r = normalizer.normalize(row);
-      if (typeof r !== 'string') builder.pushValues(r);
-      else {
-        rejected++;
-        reasons[r] = (reasons[r] ?? 0) + 1;
+    try {
+      for (const row of rows) {
+        const r = normalizer.normalize(row);
+        if (typeof r !== 'string') builder.pushValues(r);
+        else {
+          rejected++;
+          reasons[r] = (reasons[r] ?? 0) + 1;
+        }
       }
+      return { batch: packBatch(builder.view()), rejected, reasons };
+    } finally {
+      builder.clear(); // empty for the next request, even after a failure
     }
-    const batch = packBatch(builder.view());
-    builder.clear();
-    return { batch, rejected, reasons };
   }
 }
 
