@@ -5,7 +5,7 @@ import Fastify, { type FastifyInstance, type FastifyServerOptions, LogController
 import type { Logger } from '../index.ts';
 import { loadProtobuf, type ProtoCodec } from '../otlp/index.ts';
 import { validationSettings } from '../schema/validate.ts';
-import { Decoders, defaultDecodeWorkers } from './decode.ts';
+import { DECODE_BACKLOG_BYTES, Decoders, defaultDecodeWorkers } from './decode.ts';
 import { registerIngestRoutes } from './ingest.ts';
 import { isValidProjectId, PROJECT_ID_RULE } from './project.ts';
 import { registerReadRoutes } from './read-api.ts';
@@ -21,6 +21,8 @@ export interface BuildServerOptions {
   proto?: ProtoCodec | null;
   /** How long an ingest request may wait for room in a full queue; default: the logger's block_timeout_s. */
   ingestWaitMs?: number;
+  /** Bytes of bodies waiting for a decode worker before requests get 503 (default DECODE_BACKLOG_BYTES). */
+  decodeBacklogBytes?: number;
 }
 
 /** A fastify app serving `logger`; call `listen()` on it, and `close()` before stopping the logger. */
@@ -86,6 +88,7 @@ export async function buildServer(logger: Logger, opts: BuildServerOptions = {})
     proto,
     validationSettings(options.producer_config, options.aggregator_config.strict_df),
     server.decode_workers ?? defaultDecodeWorkers(),
+    opts.decodeBacklogBytes ?? DECODE_BACKLOG_BYTES,
   );
   // After the last request: fastify runs onClose hooks once in-flight requests are answered.
   app.addHook('onClose', async () => decoders.close());

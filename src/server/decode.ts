@@ -43,7 +43,9 @@ export type DecodeResult =
       invalidIds: number;
     }
   /** The request as a whole is refused (400): nothing of it is stored. */
-  | { ok: false; message: string };
+  | { ok: false; message: string }
+  /** Too many bodies wait for a decode worker: the client is asked to retry later (503). */
+  | { ok: false; busy: true; message: string };
 
 /** The first project id in the rows that is not acceptable, or null (rows of a request mostly share one). */
 function firstInvalidProject(tables: Partial<Record<TableName, Row[]>>, known: string): string | null {
@@ -137,15 +139,28 @@ export function defaultDecodeWorkers(): number {
   return availableParallelism();
 }
 
+/** Bytes of bodies that may wait for or be in a decode worker, at least (see Decoders). */
+export const DECODE_BACKLOG_BYTES = 256 * 1024 * 1024;
+
 /**
  * Where request bodies are decoded: a pool of `workers` threads, or the calling thread with 0
- * workers (the same code either way).
+ * workers (the same code either way). The bodies read but not yet decoded are bounded by
+ * `backlogBytes` (one body is always let in): beyond it a request is answered "busy" at once
+ * instead of holding its body in memory, as the event loop's own decoding used to bound it.
  */
 export class Decoders {
   private readonly pool: WorkerPool | null;
   private readonly inline: RequestDecoder | null;
+  private readonly backlogBytes: number;
+  private pendingBytes = 0;
 
-  constructor(proto: ProtoCodec | null, settings: ValidationSettings, workers: number) {
+  constructor(
+    proto: ProtoCodec | null,
+    settings: ValidationSettings,
+    workers: number,
+    backlogBytes = DECODE_BACKLOG_BYTES,
+  ) {
+    this.backlogBytes = backlogBytes;
     if (workers > 0) {
       const workerData: DecoderInit = { protobuf: proto !== null, settings };
       // Two tasks per worker: it decodes the next body while the event loop queues the last one.
@@ -164,9 +179,18 @@ export class Decoders {
   /** Decodes a body; a body that does not own its whole buffer is copied once to cross threads. */
   async decode(task: DecodeTask): Promise<DecodeResult> {
     if (!this.pool) return this.inline!.decode(task);
+    const size = task.body.byteLength;
+    if (this.pendingBytes > 0 && this.pendingBytes + size > this.backlogBytes) {
+      return { ok: false, busy: true, message: 'the decode workers are busy' };
+    }
     let body = task.body;
     if (body.byteOffset !== 0 || body.byteLength !== body.buffer.byteLength) body = new Uint8Array(body);
-    return this.pool.run<DecodeResult>('decode', { ...task, body }, [body.buffer as ArrayBuffer]);
+    this.pendingBytes += size;
+    try {
+      return await this.pool.run<DecodeResult>('decode', { ...task, body }, [body.buffer as ArrayBuffer]);
+    } finally {
+      this.pendingBytes -= size;
+    }
   }
 
   async close(): Promise<void> {

@@ -201,7 +201,11 @@ export function registerIngestRoutes(app: FastifyInstance, opts: IngestRouteOpti
       request.log.error({ err }, 'decoding an OTLP request failed');
       return sendStatus(reply, 500, `internal error: ${(err as Error).message}`, format);
     }
-    if (!decoded.ok) return sendStatus(reply, 400, decoded.message, format);
+    if (!decoded.ok) {
+      if (!('busy' in decoded)) return sendStatus(reply, 400, decoded.message, format);
+      reply.header('retry-after', String(RETRY_AFTER_S));
+      return sendStatus(reply, 503, `${decoded.message}: retry after ${RETRY_AFTER_S} s`, format);
+    }
 
     const work: Promise<[TableName, IngestResult]>[] = [];
     for (const [table, t] of Object.entries(decoded.tables) as [TableName, DecodedTable][]) {

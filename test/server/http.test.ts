@@ -607,6 +607,36 @@ describe('backpressure', () => {
       await s.close();
     }
   });
+
+  test('bodies beyond the decode backlog get 503 with Retry-After at once; the others are stored whole', async () => {
+    // One worker, a backlog of one byte: while a body is being decoded, any other is refused.
+    const s = await startServer({ server_config: { decode_workers: 1 } }, { decodeBacklogBytes: 1 });
+    try {
+      const big = (i: number) =>
+        logsRequest(
+          `bl${i}`,
+          Array.from({ length: 3000 }, (_, j) => `body ${i}-${j} ${'x'.repeat(200)}`),
+        );
+      const replies = await Promise.all(
+        [0, 1, 2, 3, 4, 5, 6, 7].map((i) => post(`${s.url}/v1/logs`, big(i))),
+      );
+      const statuses = replies.map((r) => r.status);
+      assert.ok(statuses.includes(200), `some requests are decoded: ${statuses}`);
+      assert.ok(statuses.includes(503), `some are refused while the worker is busy: ${statuses}`);
+      for (const r of replies.filter((x) => x.status === 503)) {
+        assert.equal(r.headers.get('retry-after'), '1');
+        assert.match(JSON.parse(r.text).message, /decode workers are busy/);
+      }
+      const accepted = statuses.filter((x) => x === 200).length;
+      await waitWritten(s.url, accepted * 3000);
+      for (const [i, r] of replies.entries()) {
+        const { body } = await getJson(`${s.url}/api/logs?project_id=bl${i}&limit=5000`);
+        assert.equal(body.count, r.status === 200 ? 3000 : 0, `request ${i} stored all or nothing`);
+      }
+    } finally {
+      await s.close();
+    }
+  });
 });
 
 describe('/healthz, /api parameters and the OpenAPI document', () => {
