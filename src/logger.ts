@@ -7,7 +7,7 @@ import type { LazyDataFrame } from 'nodejs-polars';
 import type { BatchPart } from './delta/batch.ts';
 import { DeltaTable } from './delta/table.ts';
 import { Aggregator, type AggregatorStats, type TableWriter } from './pipeline/aggregator.ts';
-import { Producer, type ProducerStats } from './pipeline/producer.ts';
+import { type EnqueueOutcome, Producer, type ProducerStats } from './pipeline/producer.ts';
 import { type ReadQuery, readTable } from './read/query.ts';
 import { type Row, SCHEMAS, TABLE_NAMES, type TableName } from './schema/tables.ts';
 import { RowNormalizer, type RowValues, validationSettings } from './schema/validate.ts';
@@ -72,6 +72,21 @@ const OK: IngestTuple = Object.freeze([true, null]) as unknown as IngestTuple;
 
 /** How long `stop({ flush: 'auto' })` may take to write what is pending. */
 const STOP_FLUSH_TIMEOUT_MS = 30_000;
+
+/** An ingest result with nothing counted yet. */
+function emptyResult(): IngestResult {
+  return { accepted: 0, rejected: 0, dropped: 0, queueFull: false, firstError: null, reasons: {} };
+}
+
+/** The result once `n` valid rows were offered to the queue with this outcome. */
+function settled(result: IngestResult, outcome: EnqueueOutcome, n: number): IngestResult {
+  if (outcome === 'enqueued') result.accepted = n;
+  else {
+    result.dropped = n;
+    result.queueFull = true;
+  }
+  return result;
+}
 
 export class Logger {
   readonly layout: InstanceLayout;
@@ -205,20 +220,8 @@ export class Logger {
     opts: { waitMs?: number } = {},
   ): Promise<IngestResult> {
     if (!this.aggregator) await this.ready;
-    const result: IngestResult = {
-      accepted: 0,
-      rejected: 0,
-      dropped: 0,
-      queueFull: false,
-      firstError: null,
-      reasons: {},
-    };
-    if (this.state !== 'running') {
-      result.dropped = rows.length;
-      result.queueFull = true;
-      result.firstError = this.state === 'created' ? 'not_started' : 'stopped';
-      return result;
-    }
+    const result = emptyResult();
+    if (this.refusedWhenNotRunning(result, rows.length)) return result;
     const normalizer = this.normalizers![table];
     if (!normalizer) throw new TypeError(`unknown table ${JSON.stringify(table)}`);
     const valid: RowValues[] = [];
@@ -232,13 +235,16 @@ export class Logger {
         this.producer!.countRejected(r);
       }
     }
-    const outcome = await this.producer!.enqueue(table, valid, opts.waitMs);
-    if (outcome === 'enqueued') result.accepted = valid.length;
-    else {
-      result.dropped = valid.length;
-      result.queueFull = true;
-    }
-    return result;
+    return settled(result, await this.producer!.enqueue(table, valid, opts.waitMs), valid.length);
+  }
+
+  /** With the logger not running, counts all `n` rows as dropped and returns true. */
+  private refusedWhenNotRunning(result: IngestResult, n: number): boolean {
+    if (this.state === 'running') return false;
+    result.dropped = n;
+    result.queueFull = true;
+    result.firstError = this.state === 'created' ? 'not_started' : 'stopped';
+    return true;
   }
 
   /**
@@ -253,33 +259,15 @@ export class Logger {
   ): Promise<IngestResult> {
     if (!this.aggregator) await this.ready;
     if (!SCHEMAS[table]) throw new TypeError(`unknown table ${JSON.stringify(table)}`);
-    const reasons = opts.rejected ?? {};
-    const result: IngestResult = {
-      accepted: 0,
-      rejected: 0,
-      dropped: 0,
-      queueFull: false,
-      firstError: null,
-      reasons: { ...reasons },
-    };
-    for (const [reason, n] of Object.entries(reasons)) {
+    const result = emptyResult();
+    for (const [reason, n] of Object.entries(opts.rejected ?? {})) {
       result.rejected += n;
+      result.reasons[reason] = n;
       result.firstError ??= reason;
       this.producer!.countRejected(reason, n);
     }
-    if (this.state !== 'running') {
-      result.dropped = batch.numRows;
-      result.queueFull = true;
-      result.firstError = this.state === 'created' ? 'not_started' : 'stopped';
-      return result;
-    }
-    const outcome = await this.producer!.enqueueBatch(table, batch, opts.waitMs);
-    if (outcome === 'enqueued') result.accepted = batch.numRows;
-    else {
-      result.dropped = batch.numRows;
-      result.queueFull = true;
-    }
-    return result;
+    if (this.refusedWhenNotRunning(result, batch.numRows)) return result;
+    return settled(result, await this.producer!.enqueueBatch(table, batch, opts.waitMs), batch.numRows);
   }
 
   /**
