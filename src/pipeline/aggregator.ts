@@ -58,15 +58,9 @@ function size(slot: Slot): number {
 /** Rows [from, to) of a batch: the batch itself when that is all of it, else a copy. */
 function sliceBatch(schema: TableSchema, batch: BatchPart, from: number, to: number): BatchPart {
   if (from === 0 && to === batch.numRows) return batch;
+  const names = schema.columns.map((c) => c.name);
   const b = new BatchBuilder(schema, to - from);
-  b.appendBatch(
-    columnsOf(
-      batch,
-      schema.columns.map((c) => c.name),
-    ),
-    from,
-    to,
-  );
+  b.appendBatch(columnsOf(batch, names), from, to);
   return b.finish();
 }
 
