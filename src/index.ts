@@ -11,7 +11,6 @@ export {
   type ReadArgs,
   type ReadOutput,
   type S3Config,
-  VERSION,
 } from './logger.ts';
 export type { AggregatorStats } from './pipeline/aggregator.ts';
 export type { ProducerStats } from './pipeline/producer.ts';
@@ -26,3 +25,4 @@ export {
 } from './schema/tables.ts';
 export { REJECT_REASONS } from './schema/validate.ts';
 export { defaultOptions, type LoggerOptions, type PartialOptions } from './storage/options.ts';
+export { VERSION } from './version.ts';

@@ -15,7 +15,7 @@ import { appendDayPhase, readDayPhases } from './storage/days-index.ts';
 import { DEFAULT_DIR, DEFAULT_INSTANCE_ID, InstanceLayout } from './storage/layout.ts';
 import { type LoggerOptions, type PartialOptions, resolveOptions, saveOptions } from './storage/options.ts';
 
-export const VERSION = '0.1.1';
+import { VERSION } from './version.ts';
 
 /** S3-compatible storage settings (shipping arrives with its own issue; kept for the API). */
 export interface S3Config {
@@ -390,11 +390,7 @@ export class Logger {
 
   private readWith<A extends ReadArgs>(table: TableName, q: A | undefined): Promise<ReadOutput<A>> {
     const { returnAs, ...query } = q ?? {};
-    if (returnAs !== undefined && returnAs !== 'objects' && returnAs !== 'lazy') {
-      return Promise.reject(
-        new TypeError(`returnAs must be 'objects' or 'lazy', got ${JSON.stringify(returnAs)}`),
-      );
-    }
+    // readTable checks returnAs (and rejects an invalid one).
     const out = readTable(this.layout, table, query, { returnAs: returnAs ?? 'objects' });
     return out as Promise<ReadOutput<A>>; // returnAs decides which of the two it is
   }

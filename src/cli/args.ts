@@ -2,11 +2,7 @@
 // "error: option '...' argument '...' is invalid. <reason>" and the CLI into exit code 2.
 
 import { InvalidArgumentError } from 'commander';
-import { TABLE_NAMES, type TableName } from '../schema/tables.ts';
 import { validateDay, validateInstanceId } from '../storage/layout.ts';
-
-export const STORAGE_KINDS = ['auto', 'local', 's3'] as const;
-export type StorageKind = (typeof STORAGE_KINDS)[number];
 
 export function parsePort(value: string): number {
   const n = Number(value);
@@ -65,8 +61,4 @@ export function collectColumns(value: string, previous: string[] | undefined): s
     .filter((s) => s !== '');
   if (names.length === 0) throw new InvalidArgumentError('Expected a column name.');
   return [...(previous ?? []), ...names];
-}
-
-export function isTable(value: string): value is TableName {
-  return (TABLE_NAMES as readonly string[]).includes(value);
 }

@@ -20,8 +20,7 @@ function reportError(err: unknown): number {
   if (err instanceof CommanderError) {
     // commander has already printed the message (or the help / version).
     if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version') return 0;
-    if (err.code === 'commander.help') return 2; // help shown because no command was given
-    return 2;
+    return 2; // a usage error, or help shown because no command was given
   }
   if (err instanceof UsageError) {
     process.stderr.write(`error: ${err.message}\n(run with --help for usage)\n`);

@@ -2,10 +2,11 @@
 // specification. Each command's work lives in its own module, loaded only when it runs, so that
 // `otelake status` does not pay for loading the storage engine.
 
-import { readFileSync } from 'node:fs';
 import { Command, Option } from 'commander';
-import { TABLE_NAMES } from '../schema/tables.ts';
+import { STORAGES, type Storage } from '../read/filters.ts';
+import { TABLE_NAMES, type TableName } from '../schema/tables.ts';
 import { DEFAULT_DIR, DEFAULT_INSTANCE_ID } from '../storage/layout.ts';
+import { VERSION } from '../version.ts';
 import {
   collectColumns,
   parseDay,
@@ -14,7 +15,6 @@ import {
   parsePort,
   parsePositiveInt,
   parseSeconds,
-  STORAGE_KINDS,
 } from './args.ts';
 
 export interface InstanceFlags {
@@ -38,18 +38,13 @@ export interface StatusFlags {
   timeout: number;
 }
 export interface ViewFlags extends InstanceFlags {
-  storage: 'auto' | 'local' | 's3';
+  storage: Storage;
   rows: number;
-  table?: string;
+  /** commander's choices() allows only table names. */
+  table?: TableName;
   select?: string[];
   dateFrom?: string;
   dateTo?: string;
-}
-
-/** The version in package.json (same relative place from src/cli and dist/cli). */
-export function packageVersion(): string {
-  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8'));
-  return String(pkg.version);
 }
 
 function instanceOptions(cmd: Command, what: string): Command {
@@ -66,7 +61,7 @@ function instanceOptions(cmd: Command, what: string): Command {
 export function buildProgram(): Command {
   const program = new Command('otelake')
     .description('OpenTelemetry (OTLP/HTTP) ingestion into Delta Lake tables')
-    .version(packageVersion(), '-V, --version', 'print the version')
+    .version(VERSION, '-V, --version', 'print the version')
     .helpOption('-h, --help', 'show help')
     .helpCommand(false)
     .exitOverride()
@@ -102,7 +97,7 @@ export function buildProgram(): Command {
     .description('show the latest rows of a table (newest first by event_ts)')
     .addOption(
       new Option('-S, --storage <storage>', 'where to read: auto, local or s3')
-        .choices(STORAGE_KINDS)
+        .choices(STORAGES)
         .default('auto'),
     )
     .option('-n, --rows <n>', 'number of latest rows to show', parsePositiveInt, 10)

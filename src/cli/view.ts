@@ -5,7 +5,6 @@
 import { stat } from 'node:fs/promises';
 import { type ColumnType, SCHEMAS, TABLE_NAMES, type TableName } from '../schema/tables.ts';
 import { InstanceLayout } from '../storage/layout.ts';
-import { isTable } from './args.ts';
 import { CliError, UsageError } from './errors.ts';
 import type { ViewFlags } from './program.ts';
 import { grid, oneLine, outputWidth, panel } from './render.ts';
@@ -145,9 +144,6 @@ export async function viewCommand(flags: ViewFlags): Promise<void> {
     throw new CliError(
       `no instance '${layout.instanceId}' at ${layout.root}; create it with 'otelake init' or check --dir and --instance-id`,
     );
-  }
-  if (flags.table !== undefined && !isTable(flags.table)) {
-    throw new UsageError(`unknown table ${JSON.stringify(flags.table)}: one of ${TABLE_NAMES.join(', ')}`);
   }
   if (flags.select) {
     // Check the columns before a picker is shown (against every table they could belong to).

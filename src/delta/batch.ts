@@ -635,10 +635,8 @@ export class BatchBuilder {
           c.nulls++;
         } else if (c.kind === 'list_long') {
           c.items.push(v instanceof BigInt64Array ? v : BigInt64Array.from(v as bigint[]));
-        } else if (c.kind === 'list_double') {
-          c.items.push(v instanceof Float64Array ? v : Float64Array.from(v as number[]));
         } else {
-          c.items.push(v as string);
+          c.items.push(v instanceof Float64Array ? v : Float64Array.from(v as number[]));
         }
         continue;
       }
@@ -683,5 +681,5 @@ export class BatchBuilder {
 export function batchFromRows(schema: TableSchema, rows: readonly Row[]): ColumnBatch {
   const b = new BatchBuilder(schema, rows.length);
   for (const r of rows) b.push(r);
-  return b.finish();
+  return b.view();
 }

@@ -1,6 +1,6 @@
 // A Delta Lake table (protocol reader 1 / writer 2) on the local filesystem: create, append one
 // Parquet file per batch with one atomic commit, snapshot by log replay from the latest checkpoint,
-// checkpoints, OPTIMIZE, VACUUM and in-day compaction. See notes/delta-lake.md.
+// checkpoints, OPTIMIZE, VACUUM and in-day compaction. Its decisions: src/delta/README.md.
 //
 // Atomicity: a commit is written to a temporary file and hard-linked to its final name; EEXIST
 // means another writer took that version, so the log is re-read and the next version tried. A
@@ -12,6 +12,7 @@ import { availableParallelism } from 'node:os';
 import { basename, join, resolve } from 'node:path';
 import type { TableSchema } from '../schema/tables.ts';
 import { siblingModule, WorkerPool } from '../storage/worker-pool.ts';
+import { VERSION } from '../version.ts';
 import {
   type Action,
   type AddAction,
@@ -109,7 +110,7 @@ export class DeltaConflictError extends Error {
   override name = 'DeltaConflictError';
 }
 
-const ENGINE_INFO = 'otelake/0.1.1';
+const ENGINE_INFO = `otelake/${VERSION}`;
 /** A commit of a written file is tried this often, waiting COMMIT_RETRY_MS, then twice as long... */
 const COMMIT_ATTEMPTS = 8;
 const COMMIT_RETRY_MS = 100;

@@ -4,6 +4,6 @@
 
 export { OtlpDecodeError } from './errors.ts';
 export { type MapContext, type Mapped, mapRequest } from './map.ts';
-export { loadProtobuf, PROTOBUF_PACKAGE, type ProtoCodec } from './proto.ts';
+export { loadProtobuf, PROTOBUF_PACKAGE, type ProtoCodec, protobufInstalled } from './proto.ts';
 export { type BodyFormat, decodeRequest, type ExportRequest, type Signal } from './request.ts';
 export { type ExportOutcome, encodeExportResponse, encodeStatus, rpcCodeForHttpStatus } from './response.ts';

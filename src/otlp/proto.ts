@@ -57,7 +57,8 @@ export function loadProtobuf(): Promise<ProtoCodec | null> {
   return loading;
 }
 
-async function load(): Promise<ProtoCodec | null> {
+/** The protobufjs module, or null when it is not installed. */
+async function importProtobuf(): Promise<typeof Protobuf | null> {
   let pb: typeof Protobuf;
   try {
     const mod = (await import(PROTOBUF_PACKAGE)) as typeof Protobuf & { default?: typeof Protobuf };
@@ -67,6 +68,17 @@ async function load(): Promise<ProtoCodec | null> {
   }
   // Without Long, protobufjs decodes int64 to lossy numbers.
   if (!pb.util.Long) throw new Error('protobufjs was loaded without its "long" dependency');
+  return pb;
+}
+
+/** Whether protobuf bodies can be decoded, without building the codec (decode workers build their own). */
+export async function protobufInstalled(): Promise<boolean> {
+  return (await importProtobuf()) !== null;
+}
+
+async function load(): Promise<ProtoCodec | null> {
+  const pb = await importProtobuf();
+  if (pb === null) return null;
   const root = new pb.Root();
   root.resolvePath = (_origin, target) => PROTO_DIR + target;
   await root.load(PROTO_FILES, { keepCase: false });

@@ -61,10 +61,12 @@ function sliceBatch(schema: TableSchema, batch: BatchPart, from: number, to: num
   const names = schema.columns.map((c) => c.name);
   const b = new BatchBuilder(schema, to - from);
   b.appendBatch(columnsOf(batch, names), from, to);
-  return b.finish();
+  return b.view(); // the builder is dropped: finish() would only allocate its next batch
 }
 
 const MAX_ATTEMPTS = 8;
+/** Wait before the second attempt; doubled for each later one (at most 10 s). */
+const RETRY_DELAY_MS = 100;
 /** Rows moved from the queue into batches per event-loop turn. */
 const DRAIN_CHUNK = 2048;
 
@@ -86,7 +88,6 @@ export class Aggregator {
   private rowsFailed = 0;
   private lastFlushAt: number | null = null;
   private lastError: { at: string; message: string } | null = null;
-  private retryDelayMs = 100;
 
   constructor(producer: Producer, cfg: AggregatorConfig, openTable: OpenTable, clock: () => number) {
     this.producer = producer;
@@ -234,7 +235,7 @@ export class Aggregator {
           this.rowsFailed += rows;
           return;
         }
-        await new Promise((r) => setTimeout(r, Math.min(10_000, this.retryDelayMs * 2 ** (attempt - 1))));
+        await new Promise((r) => setTimeout(r, Math.min(10_000, RETRY_DELAY_MS * 2 ** (attempt - 1))));
       }
     }
   }

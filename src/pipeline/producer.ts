@@ -110,10 +110,6 @@ export class Producer {
     return this.rows;
   }
 
-  get capacity(): number {
-    return this.limit;
-  }
-
   private dayStart = 0;
   private dayEnd = 0;
   private day = '';

@@ -21,19 +21,17 @@ export interface QueryTask {
 
 export interface QueryResult {
   ipc: Uint8Array;
-  rows: number;
 }
 
 serveTasks({
   query: ({ query, files, firstRoundRows }: QueryTask) => {
     const df = runQuery(query, files, firstRoundRows);
-    const rows = df.height;
     const buf = df.writeIPC({ compression: 'uncompressed' });
     // The Buffer may be a view into a shared pool: copy it into a buffer of its own to transfer.
     const ipc = new Uint8Array(buf.byteLength);
     ipc.set(buf);
     setImmediate(collectGarbage);
-    const result: QueryResult = { ipc, rows };
+    const result: QueryResult = { ipc };
     return transferResult(result, [ipc.buffer]);
   },
 });

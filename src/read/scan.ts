@@ -1,6 +1,6 @@
 // Builds and runs the polars scan of a read query: one lazy scan over the live Parquet files,
 // filters pushed into the scan, newest first by event_ts, limited, projected. Every use of polars
-// on the read path is here (see notes/nodejs-polars.md for the literal and Int64 traps avoided).
+// on the read path is here, so its traps (lossy number literals, Int64 nulls) are avoided in one place.
 
 import pl, { type DataFrame, type DataType, type Expr, type LazyDataFrame } from 'nodejs-polars';
 import { type ColumnType, isListType, SCHEMAS, type TableName } from '../schema/tables.ts';

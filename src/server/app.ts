@@ -1,27 +1,28 @@
 // The fastify application: OTLP/HTTP ingest, /healthz, and the read API over one logger.
 
+import { availableParallelism } from 'node:os';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import Fastify, { type FastifyInstance, type FastifyServerOptions, LogController } from 'fastify';
 import type { Logger } from '../index.ts';
-import { loadProtobuf, type ProtoCodec } from '../otlp/index.ts';
+import { loadProtobuf, type ProtoCodec, protobufInstalled } from '../otlp/index.ts';
 import { validationSettings } from '../schema/validate.ts';
-import { DECODE_BACKLOG_BYTES, Decoders, defaultDecodeWorkers } from './decode.ts';
+import { VERSION } from '../version.ts';
+import { Decoders } from './decode.ts';
 import { registerIngestRoutes } from './ingest.ts';
 import { isValidProjectId, PROJECT_ID_RULE } from './project.ts';
 import { registerReadRoutes } from './read-api.ts';
-import { SERVICE_VERSION } from './version.ts';
 
 export interface BuildServerOptions {
   /** fastify's logger setting (pino options, or true/false). Default: off. */
   log?: FastifyServerOptions['logger'];
   /**
-   * The protobuf codec to use; null serves JSON only. Default: `loadProtobuf()`, which is null when
-   * the optional `protobufjs` package is not installed.
+   * null serves JSON only; a codec is used to decode inline (`decode_workers` 0). Default:
+   * protobuf when the optional `protobufjs` package is installed.
    */
   proto?: ProtoCodec | null;
   /** How long an ingest request may wait for room in a full queue; default: the logger's block_timeout_s. */
   ingestWaitMs?: number;
-  /** Bytes of bodies waiting for a decode worker before requests get 503 (default DECODE_BACKLOG_BYTES). */
+  /** Bytes of bodies waiting for a decode worker before requests get 503 (default 256 MiB). */
   decodeBacklogBytes?: number;
 }
 
@@ -33,7 +34,10 @@ export async function buildServer(logger: Logger, opts: BuildServerOptions = {})
       `invalid server_config.default_project_id ${JSON.stringify(server.default_project_id)}: use ${PROJECT_ID_RULE}`,
     );
   }
-  const proto = opts.proto !== undefined ? opts.proto : await loadProtobuf();
+  const workers = server.decode_workers ?? availableParallelism();
+  // Decode workers build their own codec: the event loop needs one only to decode inline.
+  const protobuf = opts.proto !== undefined ? opts.proto !== null : await protobufInstalled();
+  const codec = workers > 0 || !protobuf ? null : (opts.proto ?? (await loadProtobuf()));
 
   const app = Fastify({
     logger: opts.log ?? false,
@@ -68,11 +72,11 @@ export async function buildServer(logger: Logger, opts: BuildServerOptions = {})
     const mem = process.memoryUsage();
     return {
       status: 'ok',
-      version: SERVICE_VERSION,
+      version: VERSION,
       uptime_s: Math.round((Date.now() - startedAt) / 100) / 10,
       pid: process.pid,
       instance_id: logger.layout.instanceId,
-      protobuf: proto !== null,
+      protobuf,
       memory: { rss: mem.rss, heap_used: mem.heapUsed, heap_total: mem.heapTotal, external: mem.external },
       event_loop_delay_ms: {
         p50: ms(loopDelay.percentile(50)),
@@ -84,17 +88,18 @@ export async function buildServer(logger: Logger, opts: BuildServerOptions = {})
   });
 
   const options = logger.options;
-  const decoders = new Decoders(
-    proto,
-    validationSettings(options.producer_config, options.aggregator_config.strict_df),
-    server.decode_workers ?? defaultDecodeWorkers(),
-    opts.decodeBacklogBytes ?? DECODE_BACKLOG_BYTES,
-  );
+  const decoders = new Decoders({
+    settings: validationSettings(options.producer_config, options.aggregator_config.strict_df),
+    workers,
+    protobuf,
+    codec,
+    ...(opts.decodeBacklogBytes === undefined ? {} : { backlogBytes: opts.decodeBacklogBytes }),
+  });
   // After the last request: fastify runs onClose hooks once in-flight requests are answered.
   app.addHook('onClose', async () => decoders.close());
   registerIngestRoutes(app, {
     logger,
-    proto,
+    protobuf,
     decoders,
     bodyLimitBytes: server.body_limit_bytes,
     defaultProjectId: server.default_project_id,

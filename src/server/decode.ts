@@ -3,7 +3,6 @@
 // This is the CPU-heavy part of ingest; the server runs it in decode worker threads (see
 // decode-worker.ts), so only small batches in one buffer each come back to the event loop.
 
-import { availableParallelism } from 'node:os';
 import { BatchBuilder, type PackedBatch, packBatch } from '../delta/batch.ts';
 import {
   type BodyFormat,
@@ -30,7 +29,6 @@ export interface DecodeTask {
 export interface DecodedTable {
   /** The valid rows, normalized, packed into one buffer. */
   batch: PackedBatch;
-  rejected: number;
   /** Rejected rows by reason, the first one met first. */
   reasons: Record<string, number>;
 }
@@ -110,18 +108,14 @@ export class RequestDecoder {
       this.normalizers.set(table, normalizer);
       this.builders.set(table, builder);
     }
-    let rejected = 0;
     const reasons: Record<string, number> = {};
     try {
       for (const row of rows) {
         const r = normalizer.normalize(row);
         if (typeof r !== 'string') builder.pushValues(r);
-        else {
-          rejected++;
-          reasons[r] = (reasons[r] ?? 0) + 1;
-        }
+        else reasons[r] = (reasons[r] ?? 0) + 1;
       }
-      return { batch: packBatch(builder.view()), rejected, reasons };
+      return { batch: packBatch(builder.view()), reasons };
     } finally {
       builder.clear(); // empty for the next request, even after a failure
     }
@@ -132,11 +126,6 @@ export interface DecoderInit {
   /** Decode protobuf bodies (the optional protobufjs package is there). */
   protobuf: boolean;
   settings: ValidationSettings;
-}
-
-/** The decode workers a server uses by default: one per core. */
-export function defaultDecodeWorkers(): number {
-  return availableParallelism();
 }
 
 /** Bytes of bodies that may wait for or be in a decode worker, at least (see Decoders). */
@@ -154,15 +143,21 @@ export class Decoders {
   private readonly backlogBytes: number;
   private pendingBytes = 0;
 
-  constructor(
-    proto: ProtoCodec | null,
-    settings: ValidationSettings,
-    workers: number,
-    backlogBytes = DECODE_BACKLOG_BYTES,
-  ) {
-    this.backlogBytes = backlogBytes;
+  /**
+   * `protobuf`: whether protobuf bodies are decoded at all. Workers build their own codec; with 0
+   * workers `codec` must be given for protobuf.
+   */
+  constructor(o: {
+    settings: ValidationSettings;
+    workers: number;
+    protobuf: boolean;
+    codec: ProtoCodec | null;
+    backlogBytes?: number;
+  }) {
+    const { settings, workers } = o;
+    this.backlogBytes = o.backlogBytes ?? DECODE_BACKLOG_BYTES;
     if (workers > 0) {
-      const workerData: DecoderInit = { protobuf: proto !== null, settings };
+      const workerData: DecoderInit = { protobuf: o.protobuf, settings };
       // Two tasks per worker: it decodes the next body while the event loop queues the last one.
       this.pool = new WorkerPool(siblingModule(import.meta.url, 'decode-worker'), {
         size: workers,
@@ -172,7 +167,7 @@ export class Decoders {
       this.inline = null;
     } else {
       this.pool = null;
-      this.inline = new RequestDecoder(proto, settings);
+      this.inline = new RequestDecoder(o.protobuf ? o.codec : null, settings);
     }
   }
 

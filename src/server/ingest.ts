@@ -9,7 +9,6 @@ import {
   type BodyFormat,
   encodeExportResponse,
   encodeStatus,
-  type ProtoCodec,
   rpcCodeForHttpStatus,
   type Signal,
 } from '../otlp/index.ts';
@@ -49,8 +48,8 @@ const RETRY_AFTER_S = 1;
 
 export interface IngestRouteOptions {
   logger: Logger;
-  /** The protobuf codec, or null when the optional `protobufjs` package is not installed. */
-  proto: ProtoCodec | null;
+  /** Whether protobuf bodies are accepted (the optional `protobufjs` package is installed). */
+  protobuf: boolean;
   /** Where bodies are decoded, mapped and normalized (worker threads, or inline). */
   decoders: Decoders;
   bodyLimitBytes: number;
@@ -98,7 +97,6 @@ function describeRejections(
   route: SignalRoute,
   rejected: number,
   reasons: Map<string, number>,
-  firstError: string | null,
   invalidIds: number,
 ): string {
   const parts: string[] = [];
@@ -109,7 +107,6 @@ function describeRejections(
       .map(([r, n]) => `${r} (${n})`);
     let text = `${rejected} ${route.itemWord} rejected`;
     if (top.length > 0) text += `: ${top.join(', ')}`;
-    if (firstError && !reasons.has(firstError)) text += `; first error: ${firstError}`;
     parts.push(text);
   }
   if (invalidIds > 0) parts.push(`${invalidIds} invalid trace or span ids were stored as null`);
@@ -117,7 +114,11 @@ function describeRejections(
 }
 
 export function registerIngestRoutes(app: FastifyInstance, opts: IngestRouteOptions): void {
-  const { logger, proto, decoders } = opts;
+  const { logger, protobuf, decoders } = opts;
+  // Per server, not per request: drop_newest refuses rows by design (they count as rejected, not
+  // retried); with block, a queue that stayed full asks the client to retry later.
+  const dropsByPolicy = logger.options.producer_config.drop_policy === 'drop_newest';
+  const wait = opts.ingestWaitMs === undefined ? {} : { waitMs: opts.ingestWaitMs };
 
   // Bodies are read and decoded by the handlers (streaming decompression with limits, OTLP decoding);
   // fastify only hands the raw stream over, whatever the content type.
@@ -145,7 +146,7 @@ export function registerIngestRoutes(app: FastifyInstance, opts: IngestRouteOpti
           'send application/json or application/x-protobuf',
       );
     }
-    if (format === 'protobuf' && proto === null) {
+    if (format === 'protobuf' && !protobuf) {
       return sendText(
         reply,
         415,
@@ -209,12 +210,10 @@ export function registerIngestRoutes(app: FastifyInstance, opts: IngestRouteOpti
 
     const work: Promise<[TableName, IngestResult]>[] = [];
     for (const [table, t] of Object.entries(decoded.tables) as [TableName, DecodedTable][]) {
-      const ingest = {
-        rejected: t.reasons,
-        ...(opts.ingestWaitMs === undefined ? {} : { waitMs: opts.ingestWaitMs }),
-      };
       work.push(
-        logger.ingestBatch(table, t.batch, ingest).then((r): [TableName, IngestResult] => [table, r]),
+        logger
+          .ingestBatch(table, t.batch, { ...wait, rejected: t.reasons })
+          .then((r): [TableName, IngestResult] => [table, r]),
       );
     }
     let results: [TableName, IngestResult][];
@@ -225,11 +224,7 @@ export function registerIngestRoutes(app: FastifyInstance, opts: IngestRouteOpti
       return sendStatus(reply, 503, `cannot store the rows: ${(err as Error).message}`, format);
     }
 
-    // drop_newest refuses rows by design: they count as rejected (not retried); with block, a
-    // queue that stayed full asks the client to retry later.
-    const dropsByPolicy = logger.options.producer_config.drop_policy === 'drop_newest';
     let rejected = 0;
-    let firstError: string | null = null;
     const reasons = new Map<string, number>();
     let retryLater = false;
     let stopping = false;
@@ -240,7 +235,6 @@ export function registerIngestRoutes(app: FastifyInstance, opts: IngestRouteOpti
       if (r.queueFull && notRunning) stopping = true;
       if (!route.itemTables.includes(table)) continue;
       rejected += r.rejected;
-      firstError ??= r.firstError;
       for (const [reason, n] of Object.entries(r.reasons))
         reasons.set(reason, (reasons.get(reason) ?? 0) + n);
       if (dropped && r.dropped > 0) {
@@ -253,7 +247,7 @@ export function registerIngestRoutes(app: FastifyInstance, opts: IngestRouteOpti
       const why = stopping ? 'the server is not accepting data (stopping)' : 'the ingest queue is full';
       return sendStatus(reply, 503, `${why}: retry after ${RETRY_AFTER_S} s`, format);
     }
-    const message = describeRejections(route, rejected, reasons, firstError, decoded.invalidIds);
+    const message = describeRejections(route, rejected, reasons, decoded.invalidIds);
     return reply
       .code(200)
       .type(CONTENT_TYPE[format])

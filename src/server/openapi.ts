@@ -2,7 +2,7 @@
 // come from the table schemas, so the document cannot drift from what the tables hold.
 
 import { SCHEMAS, type TableName } from '../schema/tables.ts';
-import { SERVICE_VERSION } from './version.ts';
+import { VERSION } from '../version.ts';
 
 // Mirrors READ_ROUTES in read-api.ts (kept here to avoid an import cycle).
 const READ_PATHS: readonly [string, TableName, string][] = [
@@ -143,7 +143,7 @@ function otlpPath(service: string, item: string): object {
       summary: `OTLP/HTTP export (${request})`,
       description:
         `An OTLP ${request}. Content-Encoding gzip, deflate, br or zstd is accepted; ` +
-        'the body limit applies after decompression. The project is the X-Project-Id header, else the ' +
+        'the body limit applies to the bytes received and again after decompression. The project is the X-Project-Id header, else the ' +
         'resource attribute project.id, else the configured default project.',
       parameters: [
         {
@@ -167,7 +167,9 @@ function otlpPath(service: string, item: string): object {
         '413': status,
         '415': { description: 'Unsupported Content-Type or Content-Encoding (plain text).' },
         '503': {
-          description: 'The ingest queue is full; retry after the Retry-After header.',
+          description:
+            'The ingest queue stayed full, the decode workers are busy, or the server is stopping; ' +
+            'retry after the Retry-After header.',
           headers: { 'Retry-After': { schema: { type: 'integer' } } },
           content: status.content,
         },
@@ -227,7 +229,7 @@ function buildDocument(): object {
     openapi: '3.1.0',
     info: {
       title: 'otelake',
-      version: SERVICE_VERSION,
+      version: VERSION,
       description: 'OTLP/HTTP ingestion into Delta Lake tables, and read endpoints over them.',
     },
     paths,

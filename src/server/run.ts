@@ -5,8 +5,8 @@ import type { FastifyInstance, FastifyServerOptions } from 'fastify';
 import { Logger } from '../index.ts';
 import { closeReadWorkers } from '../read/index.ts';
 import type { PartialOptions } from '../storage/options.ts';
+import { VERSION } from '../version.ts';
 import { buildServer } from './app.ts';
-import { SERVICE_VERSION } from './version.ts';
 
 export interface RunServerOptions {
   /** Root directory of instances (the instance lives in `<dir>/<instanceId>`). */
@@ -60,7 +60,7 @@ export async function runServer(o: RunServerOptions): Promise<RunningServer> {
   const boundPort = typeof address === 'object' && address !== null ? address.port : port;
   const url = `http://${host.includes(':') ? `[${host}]` : host}:${boundPort}`;
   app.log.info(
-    `otelake ${SERVICE_VERSION} listening on ${url} (instance ${logger.layout.instanceId} in ${logger.layout.root})`,
+    `otelake ${VERSION} listening on ${url} (instance ${logger.layout.instanceId} in ${logger.layout.root})`,
   );
   if (!isLoopback(host)) {
     app.log.warn(

@@ -39,10 +39,3 @@ export async function readDayPhases(file: string): Promise<DayPhaseLine[]> {
   }
   return out;
 }
-
-/** The latest phase of each day. */
-export function latestPhases(lines: readonly DayPhaseLine[]): Map<string, DayPhaseLine> {
-  const out = new Map<string, DayPhaseLine>();
-  for (const l of lines) out.set(l.day, l);
-  return out;
-}

@@ -1,6 +1,6 @@
 // A small pool of worker threads that run named tasks. Polars work (Parquet writes, queries) runs
 // here with the synchronous API: the event loop stays free, and a native panic surfaces as a
-// catchable error instead of aborting the process (see notes/nodejs-polars.md). Workers are
+// catchable error instead of aborting the process. Workers are
 // recycled after a number of tasks because polars frees native memory only when V8 collects.
 
 import { isMainThread, parentPort, type Transferable, Worker } from 'node:worker_threads';
@@ -66,10 +66,6 @@ export class WorkerPool {
       this.queue.push({ task, payload, transfer, p: { resolve: resolve as (v: unknown) => void, reject } });
       this.dispatch();
     });
-  }
-
-  get busyWorkers(): number {
-    return this.slots.filter((s) => s.inFlight > 0).length;
   }
 
   get queuedTasks(): number {

@@ -65,7 +65,7 @@ describe('installed package (dist under node_modules)', () => {
     assert.ok(m, started.stdout + started.stderr);
     pid = Number(m[1]);
     assert.equal(started.code, 0);
-    // The daemon runs the compiled code, not the sources next to it.
+    // The daemon was started through the installed package's launcher (which runs its dist/).
     const cmdline = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => null);
     if (cmdline !== null) assert.match(cmdline, /node_modules\/otelake\/bin\/otelake\.js/);
 

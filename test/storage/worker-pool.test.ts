@@ -47,7 +47,11 @@ describe('WorkerPool', () => {
 
   it('recycles workers after recycleAfter tasks', async () => {
     const pool = new WorkerPool(url, { size: 1, recycleAfter: 2 });
-    for (let i = 0; i < 5; i++) assert.equal(await pool.run('echo', i), i);
+    const threads: number[] = [];
+    for (let i = 0; i < 5; i++) threads.push((await pool.run<{ threadId: number }>('whoami', null)).threadId);
+    assert.equal(threads[0], threads[1], 'a worker runs recycleAfter tasks');
+    assert.notEqual(threads[1], threads[2], 'then a new worker takes over');
+    assert.equal(new Set(threads).size, 3);
     await pool.close();
     await assert.rejects(pool.run('echo', 1), /closed/);
   });
