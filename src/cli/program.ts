@@ -22,8 +22,10 @@ export interface InstanceFlags {
   dir: string;
 }
 export interface StartFlags extends InstanceFlags {
-  host: string;
-  port: number;
+  /** Absent: the instance's saved server_config.host (0.0.0.0 by default). */
+  host?: string;
+  /** Absent: the instance's saved server_config.port (4318 by default). */
+  port?: number;
   reload: boolean;
   foreground: boolean;
   /** false when a --reload supervisor owns the pidfile for its server child (hidden flag). */
@@ -73,8 +75,8 @@ export function buildProgram(): Command {
 
   instanceOptions(program.command('start'), 'to serve')
     .description('start the OTLP/HTTP server (in the background with a pidfile, unless --foreground)')
-    .option('-H, --host <host>', 'bind host', parseHost, '0.0.0.0')
-    .option('-P, --port <port>', 'bind port', parsePort, 4318)
+    .option('-H, --host <host>', 'bind host (default: server_config.host, 0.0.0.0)', parseHost)
+    .option('-P, --port <port>', 'bind port (default: server_config.port, 4318)', parsePort)
     .option('-R, --reload', 'restart the server when its code changes (only with --foreground)', false)
     .option('-F, --foreground', 'run in this terminal instead of in the background', false)
     .addOption(new Option('--no-pidfile', 'the supervising process owns the pidfile').hideHelp())

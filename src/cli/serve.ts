@@ -5,12 +5,12 @@
 import { resolve } from 'node:path';
 import type { InstanceLayout } from '../storage/layout.ts';
 import { CliError } from './errors.ts';
-import type { StartFlags } from './program.ts';
+import type { BoundStartFlags } from './start.ts';
 
 const STOP_SIGNALS: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
 
 export async function serveUntilStopped(
-  flags: StartFlags,
+  flags: BoundStartFlags,
   layout: InstanceLayout,
   portInUse: () => Error,
   onSecondSignal: () => void = () => {},

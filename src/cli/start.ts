@@ -10,6 +10,7 @@ import { dirname, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { InstanceLayout } from '../storage/layout.ts';
+import { defaultOptions, resolveOptions, validateOptions } from '../storage/options.ts';
 import { CliError, UsageError } from './errors.ts';
 import { baseUrl, getJson, reachableHost } from './http.ts';
 import { claimPidFile, processAlive, readPid, removePidFile, removePidFileSync } from './pidfile.ts';
@@ -26,16 +27,37 @@ function startTimeoutSeconds(): number {
   return Number.isFinite(fromEnv) && fromEnv > 0 ? fromEnv : 60;
 }
 
-export async function startCommand(flags: StartFlags): Promise<void> {
-  if (flags.reload && !flags.foreground) {
+/** Start flags with the bind address settled. */
+export type BoundStartFlags = StartFlags & { host: string; port: number };
+
+export async function startCommand(given: StartFlags): Promise<void> {
+  if (given.reload && !given.foreground) {
     throw new UsageError(
       '--reload is only supported with --foreground (use: otelake start --foreground --reload)',
     );
   }
-  const layout = new InstanceLayout(flags.dir, flags.instanceId);
+  const layout = new InstanceLayout(given.dir, given.instanceId);
+  const flags = await bindAddress(given, layout);
   if (!flags.foreground) return startInBackground(flags, layout);
   if (flags.reload) return superviseWithReload(flags, layout);
   return runInForeground(flags, layout);
+}
+
+/** --host and --port, else the instance's saved server_config (its defaults without options.json). */
+async function bindAddress(flags: StartFlags, layout: InstanceLayout): Promise<BoundStartFlags> {
+  if (flags.host !== undefined && flags.port !== undefined)
+    return { ...flags, host: flags.host, port: flags.port };
+  let server = defaultOptions().server_config;
+  try {
+    const options = await resolveOptions(layout.optionsFile, undefined);
+    validateOptions(options);
+    server = options.server_config;
+  } catch (err) {
+    // An unusable --dir is reported by the server's own start, as without saved options.
+    if (!(err as NodeJS.ErrnoException).code)
+      throw new CliError(err instanceof Error ? err.message : String(err));
+  }
+  return { ...flags, host: flags.host ?? server.host, port: flags.port ?? server.port };
 }
 
 function alreadyRunning(layout: InstanceLayout, pid: number): CliError {
@@ -100,7 +122,7 @@ async function rotateLog(file: string): Promise<void> {
 }
 
 /** The command line of a server process running `start --foreground` for these flags. */
-function foregroundArgs(layout: InstanceLayout, flags: StartFlags, extra: string[] = []): string[] {
+function foregroundArgs(layout: InstanceLayout, flags: BoundStartFlags, extra: string[] = []): string[] {
   return [
     ...process.execArgv,
     LAUNCHER,
@@ -118,7 +140,7 @@ function foregroundArgs(layout: InstanceLayout, flags: StartFlags, extra: string
   ];
 }
 
-async function startInBackground(flags: StartFlags, layout: InstanceLayout): Promise<void> {
+async function startInBackground(flags: BoundStartFlags, layout: InstanceLayout): Promise<void> {
   await clearStalePidFile(layout);
   await checkPortFree(flags.host, flags.port);
 
@@ -174,7 +196,7 @@ async function startInBackground(flags: StartFlags, layout: InstanceLayout): Pro
 }
 
 /** Runs the server in this process until SIGINT/SIGTERM, holding the pidfile meanwhile. */
-async function runInForeground(flags: StartFlags, layout: InstanceLayout): Promise<void> {
+async function runInForeground(flags: BoundStartFlags, layout: InstanceLayout): Promise<void> {
   if (flags.pidfile) {
     const claim = await claimPidFile(layout.pidFile);
     if (!claim.claimed) throw alreadyRunning(layout, claim.runningPid);
@@ -198,7 +220,7 @@ async function runInForeground(flags: StartFlags, layout: InstanceLayout): Promi
 }
 
 /** A supervisor that owns the pidfile and restarts its server child when the code changes. */
-async function superviseWithReload(flags: StartFlags, layout: InstanceLayout): Promise<void> {
+async function superviseWithReload(flags: BoundStartFlags, layout: InstanceLayout): Promise<void> {
   const claim = await claimPidFile(layout.pidFile);
   if (!claim.claimed) throw alreadyRunning(layout, claim.runningPid);
   const say = (msg: string) => process.stderr.write(`[reload] ${msg}\n`);

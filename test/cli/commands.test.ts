@@ -129,6 +129,34 @@ describe('otelake (no server)', () => {
     noStack(r.stderr);
   });
 
+  test('start without --host/--port binds the saved server_config address', async () => {
+    const root = join(dir.path, 'bound', 'default');
+    await otelake(['init', '-D', 'bound'], { cwd: dir.path });
+    const port = await freePort();
+    const options = JSON.parse(await readFile(join(root, 'configs', 'options.json'), 'utf8'));
+    options.server_config.host = '127.0.0.1';
+    options.server_config.port = port;
+    await writeFile(join(root, 'configs', 'options.json'), JSON.stringify(options));
+    const started = await otelake(['start', '-D', 'bound'], { cwd: dir.path });
+    try {
+      assert.equal(started.code, 0, started.stderr);
+      assert.match(started.stdout, new RegExp(`listening on http://127\\.0\\.0\\.1:${port} `));
+      const health = await fetch(`http://127.0.0.1:${port}/healthz`);
+      assert.equal(health.status, 200);
+    } finally {
+      const stopped = await otelake(['stop', '-D', 'bound'], { cwd: dir.path });
+      assert.equal(stopped.code, 0, stopped.stderr);
+    }
+    // A flag still wins over the saved address.
+    const other = await freePort();
+    const flagged = await otelake(['start', '-D', 'bound', '-P', String(other)], { cwd: dir.path });
+    try {
+      assert.match(flagged.stdout, new RegExp(`listening on http://127\\.0\\.0\\.1:${other} `));
+    } finally {
+      await otelake(['stop', '-D', 'bound'], { cwd: dir.path });
+    }
+  });
+
   test('stop without a pidfile fails clearly; a stale pidfile is removed', async () => {
     const none = await otelake(['stop', '-D', 'nostop'], { cwd: dir.path });
     assert.equal(none.code, 1);
