@@ -16,6 +16,8 @@ export interface WriteBatchTask {
   batch: Batches;
   zstdLevel: number;
   rowGroupSize: number;
+  /** Sync the file before it is reported written (DeltaTable option `fsync`). */
+  fsync: boolean;
 }
 
 export interface CompactTask {
@@ -23,12 +25,14 @@ export interface CompactTask {
   path: string;
   zstdLevel: number;
   rowGroupSize: number;
+  fsync: boolean;
 }
 
 export interface CheckpointTask {
   path: string;
   tempPath: string;
   content: CheckpointContent;
+  fsync: boolean;
 }
 
 function sink(frame: pl.LazyDataFrame, path: string, zstdLevel: number, rowGroupSize: number): void {
@@ -60,9 +64,9 @@ export interface WrittenBatch extends WrittenFile {
   stats: FileStats;
 }
 
-async function finished(path: string): Promise<WrittenFile> {
+async function finished(path: string, fsync: boolean): Promise<WrittenFile> {
   // Synced before it is committed: a commit must never point at a file lost with the page cache.
-  await fsyncFile(path);
+  if (fsync) await fsyncFile(path);
   const st = await stat(path);
   return { size: st.size, modificationTime: Math.floor(st.mtimeMs) };
 }
@@ -80,7 +84,7 @@ serveTasks({
       sink(batchFrame(task.columns, batch).lazy(), task.path, task.zstdLevel, task.rowGroupSize);
       // The batch is not handed back: once the file is synced, the file is the durable copy (a
       // failed commit is retried with it), and the buffers would only add GC work to the caller.
-      const written: WrittenBatch = { ...(await finished(task.path)), stats };
+      const written: WrittenBatch = { ...(await finished(task.path, task.fsync)), stats };
       return written;
     } catch (err) {
       // The batch came by transfer: hand its parts back so that the write can be retried.
@@ -94,7 +98,7 @@ serveTasks({
     sink(frame, task.path, task.zstdLevel, task.rowGroupSize);
     // The row count read back from the written file's footer checks the compaction.
     const rows = pl.scanParquet(task.path).select(pl.len()).collectSync().getColumn('len');
-    return { ...(await finished(task.path)), rows: Number(rows.getIndex(0)) };
+    return { ...(await finished(task.path, task.fsync)), rows: Number(rows.getIndex(0)) };
   },
 
   async writeCheckpoint(task: CheckpointTask): Promise<{ sizeInBytes: number; actions: number }> {
@@ -103,7 +107,7 @@ serveTasks({
       const fh = await open(task.tempPath, 'wx');
       try {
         await fh.writeFile(bytes);
-        await fh.sync();
+        if (task.fsync) await fh.sync();
       } finally {
         await fh.close();
       }

@@ -602,6 +602,7 @@ export class DeltaTable {
       batch,
       zstdLevel: this.opts.zstdLevel,
       rowGroupSize: this.opts.rowGroupSize,
+      fsync: this.opts.fsync,
     };
     const writing = deltaPool().run<WrittenBatch>(
       'writeBatch',
@@ -729,6 +730,7 @@ export class DeltaTable {
             path: join(this.dir, outputs[i]!),
             zstdLevel: this.opts.zstdLevel,
             rowGroupSize: this.opts.rowGroupSize,
+            fsync: this.opts.fsync,
           };
           return deltaPool().run<WrittenFile & { rows: number }>('compact', task);
         }),
@@ -862,6 +864,7 @@ export class DeltaTable {
         path,
         tempPath: join(this.logDir, `${TEMP_PREFIXES[1]}${randomUUID()}.parquet.tmp`),
         content: cp.content,
+        fsync: this.opts.fsync,
       };
       const written = await deltaPool().run<{ sizeInBytes: number; actions: number }>(
         'writeCheckpoint',
