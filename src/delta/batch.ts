@@ -14,7 +14,11 @@ export type ColumnData =
       bytes: Uint8Array;
       offsets: Int32Array;
       valid: Uint8Array | null;
-      /** repeats[i] = 1: row i holds the value of an earlier row (statistics need not look at it). */
+      /**
+       * repeats[i] = 1: row i holds the value of the nearest earlier non-null row and stores no
+       * bytes of its own (a span's resource, scope and service are stored once per run of rows).
+       * Row 0 never repeats. Use `utf8Value` to read a row.
+       */
       repeats?: Uint8Array | null;
     }
   | { kind: 'long' | 'timestamp'; values: BigInt64Array; valid: Uint8Array | null }
@@ -99,7 +103,7 @@ export function joinBatches(b: Batches, names: readonly string[], arena?: Arena)
   return { numRows: rows, columns };
 }
 
-type Utf8Data = Extract<ColumnData, { kind: 'utf8' }>;
+export type Utf8Data = Extract<ColumnData, { kind: 'utf8' }>;
 type TypedData = Extract<ColumnData, { valid: Uint8Array | null }>;
 
 function joinColumn(
@@ -159,6 +163,22 @@ function joinColumn(
     pos += end - start;
   });
   return { kind: 'utf8', bytes, offsets, valid, repeats };
+}
+
+/** The byte range [start, end) holding the value that repeat row `i` repeats. */
+function repeatedSpan(c: Utf8Data, i: number): [number, number] {
+  for (let j = i - 1; j >= 0; j--) {
+    if ((c.valid !== null && c.valid[j] !== 1) || c.repeats?.[j] === 1) continue;
+    return [c.offsets[j]!, c.offsets[j + 1]!];
+  }
+  throw new TypeError(`row ${i} repeats a value but no earlier row holds one`);
+}
+
+/** Row `i` of a utf8 column as a string (null when null), following repeats. */
+export function utf8Value(c: Utf8Data, i: number): string | null {
+  if (c.valid !== null && c.valid[i] !== 1) return null;
+  const [a, b] = c.repeats?.[i] === 1 ? repeatedSpan(c, i) : [c.offsets[i]!, c.offsets[i + 1]!];
+  return Buffer.from(c.bytes.buffer, c.bytes.byteOffset, c.bytes.byteLength).toString('utf8', a, b);
 }
 
 /** Rows held by a column. */
@@ -385,8 +405,10 @@ class Utf8Column {
 
   push(s: string | null): void {
     if (s === null) this.pending.push('');
-    else {
-      if (s === this.last) this.repeats[this.pendingFrom + this.pending.length] = 1;
+    else if (s === this.last) {
+      this.repeats[this.pendingFrom + this.pending.length] = 1;
+      this.pending.push('');
+    } else {
       this.last = s;
       this.pending.push(s);
     }
@@ -394,16 +416,30 @@ class Utf8Column {
   }
 
   /** Appends rows [from, to) of an encoded column as rows starting at `row`. */
-  appendEncoded(src: Extract<ColumnData, { kind: 'utf8' }>, from: number, to: number, row: number): void {
+  appendEncoded(src: Utf8Data, from: number, to: number, row: number): void {
     this.encode();
+    // The slice's first non-null row may repeat a value from before the slice: it gets the bytes.
+    let first = from;
+    while (first < to && src.valid !== null && src.valid[first] !== 1) first++;
+    const lead = first < to && src.repeats?.[first] === 1 ? repeatedSpan(src, first) : null;
+    const leadBytes = lead === null ? 0 : lead[1] - lead[0];
     const start = src.offsets[from]!;
+    const cut = src.offsets[first]!;
     const end = src.offsets[to]!;
-    this.reserve(end - start);
-    this.bytes.set(src.bytes.subarray(start, end), this.used);
-    const shift = this.used - start;
-    for (let i = from; i < to; i++) this.offsets[row + 1 + i - from] = src.offsets[i + 1]! + shift;
-    if (src.repeats) this.repeats.set(src.repeats.subarray(from, to), row);
-    this.used += end - start;
+    this.reserve(leadBytes + end - start);
+    const at = this.used;
+    this.bytes.set(src.bytes.subarray(start, cut), at);
+    if (lead !== null) this.bytes.set(src.bytes.subarray(lead[0], lead[1]), at + cut - start);
+    this.bytes.set(src.bytes.subarray(cut, end), at + cut - start + leadBytes);
+    const shift = at - start;
+    for (let i = from; i < first; i++) this.offsets[row + 1 + i - from] = src.offsets[i + 1]! + shift;
+    for (let i = first; i < to; i++)
+      this.offsets[row + 1 + i - from] = src.offsets[i + 1]! + shift + leadBytes;
+    if (src.repeats) {
+      this.repeats.set(src.repeats.subarray(from, to), row);
+      if (lead !== null) this.repeats[row + first - from] = 0;
+    }
+    this.used = at + end - start + leadBytes;
     this.pendingFrom = row + (to - from);
     this.last = null;
   }

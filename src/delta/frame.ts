@@ -1,4 +1,4 @@
-// ColumnBatch -> polars DataFrame, exactly and fast: the batch's buffers become an Arrow IPC
+// ColumnBatch -> polars frame, exactly and fast: the batch's buffers become an Arrow IPC
 // stream (typed arrays used as they are, validity masks packed into bitmaps, strings encoded to
 // UTF-8 once, timestamps typed as microseconds UTC) that polars reads in one native call. Building
 // polars Series value by value and masking nulls with expressions costs ~100x more per batch.
@@ -24,16 +24,31 @@ import pl from 'nodejs-polars';
 import type { ColumnDef } from '../schema/tables.ts';
 import type { ColumnBatch, ColumnData } from './batch.ts';
 
-/** Packs a 0/1 byte mask into an Arrow validity bitmap; null when every row is valid. */
-function bitmap(valid: Uint8Array | null, n: number): { bits: Uint8Array | null; nulls: number } {
-  if (valid === null) return { bits: null, nulls: 0 };
+/**
+ * Packs a 0/1 byte mask into an Arrow validity bitmap, null when every row is valid; rows marked
+ * in `repeats` count as null too (their value is filled in by polars, see batchFrame).
+ */
+function bitmap(
+  valid: Uint8Array | null,
+  n: number,
+  repeats: Uint8Array | null = null,
+): { bits: Uint8Array | null; nulls: number } {
+  if (valid === null && repeats === null) return { bits: null, nulls: 0 };
   const bits = new Uint8Array((n + 7) >> 3);
   let nulls = 0;
   for (let i = 0; i < n; i++) {
-    if (valid[i] === 1) bits[i >> 3]! |= 1 << (i & 7);
+    if ((valid === null || valid[i] === 1) && (repeats === null || repeats[i] !== 1))
+      bits[i >> 3]! |= 1 << (i & 7);
     else nulls++;
   }
   return nulls === 0 ? { bits: null, nulls: 0 } : { bits, nulls };
+}
+
+/** Bool column data, true where `mask` is not 1 (the real nulls of a column with repeats). */
+function nullsOf(valid: Uint8Array, n: number): Data {
+  const data = new Uint8Array((n + 7) >> 3);
+  for (let i = 0; i < n; i++) if (valid[i] !== 1) data[i >> 3]! |= 1 << (i & 7);
+  return makeData({ type: new Bool(), length: n, nullCount: 0, data });
 }
 
 /** Bitmap of the non-null entries of an array column (strings, lists). */
@@ -138,7 +153,7 @@ function columnData(col: ColumnData, n: number): Data {
     case 'string':
       return utf8Data(col.values, n);
     case 'utf8': {
-      const { bits, nulls } = bitmap(col.valid, n);
+      const { bits, nulls } = bitmap(col.valid, n, repeatsIn(col, n));
       return makeData({
         type: new Utf8(),
         length: n,
@@ -177,20 +192,61 @@ function columnData(col: ColumnData, n: number): Data {
   }
 }
 
-/** The batch as an Arrow table with the schema's column order and types. */
-export function batchTable(columns: readonly ColumnDef[], batch: ColumnBatch): Table {
+/** The repeats of a utf8 column when it has any in its first n rows. */
+function repeatsIn(col: ColumnData, n: number): Uint8Array | null {
+  if (col.kind !== 'utf8' || !col.repeats) return null;
+  const repeats = col.repeats.subarray(0, n);
+  return repeats.includes(1) ? repeats : null;
+}
+
+/** A column whose repeat rows cross as nulls; `nulls` names the Bool column of its real nulls. */
+interface Refill {
+  name: string;
+  nulls: string | null;
+}
+
+/**
+ * The batch as an Arrow table with the schema's column order and types, except that a string
+ * column's repeat rows are null (each value crosses once); `refills` says what to fill back.
+ * Columns of the real nulls of such columns follow the schema's.
+ */
+export function batchTable(
+  columns: readonly ColumnDef[],
+  batch: ColumnBatch,
+): { table: Table; refills: Refill[] } {
+  const n = batch.numRows;
   const vectors: Record<string, Vector> = {};
+  const refills: Refill[] = [];
+  const extra: Record<string, Vector> = {};
   for (const def of columns) {
     const col = batch.columns[def.name];
     if (!col) throw new Error(`batch has no column ${def.name}`);
-    vectors[def.name] = makeVector(columnData(col, batch.numRows));
+    vectors[def.name] = makeVector(columnData(col, n));
+    if (repeatsIn(col, n) === null) continue;
+    const valid = (col as { valid: Uint8Array | null }).valid?.subarray(0, n) ?? null;
+    const nulls = valid !== null && valid.includes(0) ? `__nulls_of_${def.name}` : null;
+    if (nulls !== null) extra[nulls] = makeVector(nullsOf(valid!, n));
+    refills.push({ name: def.name, nulls });
   }
-  return new Table(vectors);
+  return { table: new Table({ ...vectors, ...extra }), refills };
 }
 
-export function batchFrame(columns: readonly ColumnDef[], batch: ColumnBatch): pl.DataFrame {
+/** The batch as a polars frame in the schema's column order and types, to sink or collect. */
+export function batchFrame(columns: readonly ColumnDef[], batch: ColumnBatch): pl.LazyDataFrame {
+  const { table, refills } = batchTable(columns, batch);
   // The stream format, read from a view of its bytes: the file format and a copy of the buffer
   // cost twice as much for the same frame.
-  const ipc = tableToIPC(batchTable(columns, batch), 'stream');
-  return pl.readIPCStream(Buffer.from(ipc.buffer, ipc.byteOffset, ipc.byteLength));
+  const ipc = tableToIPC(table, 'stream');
+  const frame = pl.readIPCStream(Buffer.from(ipc.buffer, ipc.byteOffset, ipc.byteLength)).lazy();
+  if (refills.length === 0) return frame;
+  // A repeat row holds the nearest earlier non-null value: a forward fill, except on real nulls.
+  // Polars copies no string bytes for it, where crossing every repeat would (a span's resource
+  // attributes are a third of its bytes).
+  const filled = refills.map(({ name, nulls }) => {
+    const fill = pl.col(name).forwardFill();
+    return (nulls === null ? fill : pl.when(pl.col(nulls)).then(pl.lit(null)).otherwise(fill)).alias(name);
+  });
+  const helpers = refills.flatMap((r) => (r.nulls === null ? [] : [r.nulls]));
+  const lazy = frame.withColumns(...filled);
+  return helpers.length > 0 ? lazy.drop(helpers) : lazy;
 }

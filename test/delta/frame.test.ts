@@ -18,7 +18,6 @@ test('every table: a batch written to Parquet reads back exactly', () => {
       const rows = makeRows(schema, 300, 7, 0, { specialDoubles: true, extremeTimestamps: true });
       const path = join(dir, `${name}.parquet`);
       batchFrame(schema.columns, batchFromRows(schema, rows))
-        .lazy()
         .sinkParquet(path, { compression: 'zstd' })
         .collectSync();
       const expected = sortRows(rows.map((r) => rowToJson(schema, r)));
@@ -31,7 +30,7 @@ test('every table: a batch written to Parquet reads back exactly', () => {
 
 test('frame types are the Delta storage types', () => {
   const schema = SCHEMAS.metrics_hist;
-  const df = batchFrame(schema.columns, batchFromRows(schema, makeRows(schema, 3, 1)));
+  const df = batchFrame(schema.columns, batchFromRows(schema, makeRows(schema, 3, 1))).collectSync();
   assert.equal(String(df.schema.event_ts), String(pl.Datetime('us', 'UTC')));
   assert.equal(String(df.schema.count), String(pl.Int64));
   assert.equal(String(df.schema.scale), String(pl.Int32));
@@ -48,7 +47,7 @@ test('strings: non-ASCII, empty, null and lone surrogates (stored as U+FFFD)', (
   const schema = SCHEMAS.logs;
   const bodies = ['plain', '', null, '😀 é 中', 'end\ud83d', '\ude00start', 'x'];
   const rows = bodies.map((body, i) => ({ project_id: `p${i}`, event_ts: 1n, time_unix_nano: 1n, body }));
-  const df = batchFrame(schema.columns, batchFromRows(schema, rows));
+  const df = batchFrame(schema.columns, batchFromRows(schema, rows)).collectSync();
   assert.deepEqual(df.getColumn('body').toArray(), [
     'plain',
     '',
@@ -62,10 +61,29 @@ test('strings: non-ASCII, empty, null and lone surrogates (stored as U+FFFD)', (
   assert.deepEqual(df.getColumn('project_id').toArray(), ['p0', 'p1', 'p2', 'p3', 'p4', 'p5', 'p6']);
 });
 
+test('repeat rows cross once and are filled back; real nulls among them stay null', () => {
+  const schema = SCHEMAS.logs;
+  const bodies = ['a', 'a', null, 'a', 'bé', 'bé', null, null, 'bé', 'c', 'c'];
+  const rows = bodies.map((body) => ({ project_id: 'p', event_ts: 1n, time_unix_nano: 1n, body }));
+  const batch = batchFromRows(schema, rows);
+  const body = batch.columns['body']!;
+  assert.ok(body.kind === 'utf8' && body.repeats?.includes(1), 'the builder marks repeats');
+  const df = batchFrame(schema.columns, batch).collectSync();
+  assert.deepEqual(df.getColumn('body').toArray(), bodies);
+  assert.deepEqual(
+    df.getColumn('project_id').toArray(),
+    bodies.map(() => 'p'),
+  );
+  assert.deepEqual(
+    df.columns,
+    schema.columns.map((c) => c.name),
+  );
+});
+
 test('a column of only null lists keeps its list type', () => {
   const schema = SCHEMAS.metrics_hist;
   const rows = [0, 1].map((i) => ({ project_id: `p${i}`, event_ts: 1n, time_unix_nano: 1n }));
-  const df = batchFrame(schema.columns, batchFromRows(schema, rows));
+  const df = batchFrame(schema.columns, batchFromRows(schema, rows)).collectSync();
   assert.equal(String(df.schema.bucket_counts), String(pl.List(pl.Int64)));
   assert.equal(df.getColumn('bucket_counts').nullCount(), 2);
 });

@@ -105,6 +105,21 @@ test('an empty batch commits nothing; a null in a non-nullable column is refused
   const rows = makeRows(LOGS, 2, 1);
   rows[1]!.event_ts = null;
   await assert.rejects(t.append(batchFromRows(LOGS, rows)), /non-nullable column event_ts is null in row 1/);
+  // Repeat marks (see ColumnData) that point at nothing or hide bytes are refused too.
+  const twice = makeRows(LOGS, 2, 1);
+  twice[1]!.body = twice[0]!.body = 'same';
+  for (const [row, mark] of [
+    [0, 'first row'],
+    [1, 'with bytes'],
+  ] as const) {
+    const batch = batchFromRows(LOGS, twice);
+    const body = batch.columns['body']!;
+    assert.ok(body.kind === 'utf8' && body.repeats);
+    if (body.kind !== 'utf8') continue;
+    if (row === 0) body.repeats![0] = 1;
+    else body.offsets[2]! += 1;
+    await assert.rejects(t.append(batch), /column body: row \d is marked as a repeat/, mark);
+  }
   assert.equal(t.version, 0);
   assert.equal(readdirSync(dir).filter((f) => f.endsWith('.parquet')).length, 0);
   await t.close();
