@@ -231,6 +231,20 @@ export function batchTable(
   return { table: new Table({ ...vectors, ...extra }), refills };
 }
 
+/** Built once per column: nodejs-polars takes ~2 ms to build each expression object. */
+const refillExprs = new Map<string, pl.Expr>();
+
+function refillExpr({ name, nulls }: Refill): pl.Expr {
+  const key = `${name}\n${nulls ?? ''}`;
+  let expr = refillExprs.get(key);
+  if (!expr) {
+    const fill = pl.col(name).forwardFill();
+    expr = (nulls === null ? fill : pl.when(pl.col(nulls)).then(pl.lit(null)).otherwise(fill)).alias(name);
+    refillExprs.set(key, expr);
+  }
+  return expr;
+}
+
 /** The batch as a polars frame in the schema's column order and types, to sink or collect. */
 export function batchFrame(columns: readonly ColumnDef[], batch: ColumnBatch): pl.LazyDataFrame {
   const { table, refills } = batchTable(columns, batch);
@@ -242,10 +256,7 @@ export function batchFrame(columns: readonly ColumnDef[], batch: ColumnBatch): p
   // A repeat row holds the nearest earlier non-null value: a forward fill, except on real nulls.
   // Polars copies no string bytes for it, where crossing every repeat would (a span's resource
   // attributes are a third of its bytes).
-  const filled = refills.map(({ name, nulls }) => {
-    const fill = pl.col(name).forwardFill();
-    return (nulls === null ? fill : pl.when(pl.col(nulls)).then(pl.lit(null)).otherwise(fill)).alias(name);
-  });
+  const filled = refills.map(refillExpr);
   const helpers = refills.flatMap((r) => (r.nulls === null ? [] : [r.nulls]));
   const lazy = frame.withColumns(...filled);
   return helpers.length > 0 ? lazy.drop(helpers) : lazy;
