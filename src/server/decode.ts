@@ -1,5 +1,5 @@
-// Turns one OTLP request body into normalized column batches, one per table: decode (JSON or
-// protobuf), map to rows, check the project ids, validate and normalize each row, build columns.
+// Turns one OTLP request body into normalized column batches, one per table: decompress, decode
+// (JSON or protobuf), map to rows, check the project ids, validate and normalize each row, build columns.
 // This is the CPU-heavy part of ingest; the server runs it in decode worker threads (see
 // decode-worker.ts), so only small batches in one buffer each come back to the event loop.
 
@@ -15,12 +15,16 @@ import {
 import { type Row, SCHEMAS, type TableName } from '../schema/tables.ts';
 import { RowNormalizer, type ValidationSettings } from '../schema/validate.ts';
 import { siblingModule, WorkerPool } from '../storage/worker-pool.ts';
+import { BodyError, decompress } from './body.ts';
 import { isValidProjectId, PROJECT_ID_RULE } from './project.ts';
 
 export interface DecodeTask {
   signal: Signal;
   format: BodyFormat;
+  /** The body as sent: `codings` (from codingsFor) are undone here, capped at `bodyLimit` bytes. */
   body: Uint8Array;
+  codings: readonly string[];
+  bodyLimit: number;
   /** X-Project-Id, already checked; when absent each resource's project.id must pass the rule. */
   headerProjectId: string | undefined;
   defaultProjectId: string;
@@ -40,8 +44,8 @@ export type DecodeResult =
       /** Ids that were present but invalid, stored as null. */
       invalidIds: number;
     }
-  /** The request as a whole is refused (400): nothing of it is stored. */
-  | { ok: false; message: string }
+  /** The request as a whole is refused (400, or 413 when it inflates past the limit): nothing is stored. */
+  | { ok: false; status: 400 | 413; message: string }
   /** Too many bodies wait for a decode worker: the client is asked to retry later (503). */
   | { ok: false; busy: true; message: string };
 
@@ -72,16 +76,32 @@ export class RequestDecoder {
   }
 
   decode(task: DecodeTask): DecodeResult {
+    let body = task.body;
+    if (task.codings.length > 0) {
+      try {
+        body = decompress(
+          Buffer.from(body.buffer, body.byteOffset, body.byteLength),
+          task.codings,
+          task.bodyLimit,
+        );
+      } catch (err) {
+        if (err instanceof BodyError)
+          return { ok: false, status: err.statusCode as 400 | 413, message: err.message };
+        throw err;
+      }
+      // An empty body is an empty export request, as when it comes uncompressed.
+      if (body.length === 0) return { ok: true, tables: {}, invalidIds: 0 };
+    }
     let mapped: ReturnType<typeof mapRequest>;
     try {
-      const decoded = decodeRequest(task.signal, task.body, task.format, this.proto);
+      const decoded = decodeRequest(task.signal, body, task.format, this.proto);
       mapped = mapRequest(task.signal, decoded, {
         headerProjectId: task.headerProjectId,
         defaultProjectId: task.defaultProjectId,
       });
     } catch (err) {
       if (err instanceof OtlpDecodeError) {
-        return { ok: false, message: `cannot decode the request: ${err.message}` };
+        return { ok: false, status: 400, message: `cannot decode the request: ${err.message}` };
       }
       throw err;
     }
@@ -89,7 +109,7 @@ export class RequestDecoder {
       const bad = firstInvalidProject(mapped.tables, task.defaultProjectId);
       if (bad !== null) {
         const message = `invalid resource attribute project.id ${JSON.stringify(bad)}: use ${PROJECT_ID_RULE}`;
-        return { ok: false, message };
+        return { ok: false, status: 400, message };
       }
     }
     const tables: Partial<Record<TableName, DecodedTable>> = {};

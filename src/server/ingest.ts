@@ -13,7 +13,7 @@ import {
   type Signal,
 } from '../otlp/index.ts';
 import type { TableName } from '../schema/tables.ts';
-import { BodyError, readBody } from './body.ts';
+import { BodyError, codingsFor, readBody } from './body.ts';
 import type { DecodedTable, DecodeResult, Decoders } from './decode.ts';
 import { isValidProjectId, PROJECT_ID_RULE } from './project.ts';
 
@@ -120,8 +120,8 @@ export function registerIngestRoutes(app: FastifyInstance, opts: IngestRouteOpti
   const dropsByPolicy = logger.options.producer_config.drop_policy === 'drop_newest';
   const wait = opts.ingestWaitMs === undefined ? {} : { waitMs: opts.ingestWaitMs };
 
-  // Bodies are read and decoded by the handlers (streaming decompression with limits, OTLP decoding);
-  // fastify only hands the raw stream over, whatever the content type.
+  // Bodies are read by the handlers (with the body limit) and decompressed and decoded in the
+  // decode workers; fastify only hands the raw stream over, whatever the content type.
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', (_req, _payload, done) => done(null, undefined));
 
@@ -165,16 +165,17 @@ export function registerIngestRoutes(app: FastifyInstance, opts: IngestRouteOpti
       );
     }
 
+    let codings: string[];
     let body: Buffer;
     try {
-      body = await readBody(
-        request.raw,
-        headerValue(request.headers['content-encoding']),
-        opts.bodyLimitBytes,
-      );
+      codings = codingsFor(headerValue(request.headers['content-encoding']));
+      body = await readBody(request.raw, opts.bodyLimitBytes);
     } catch (err) {
       if (err instanceof BodyError) {
-        if (err.statusCode === 415) return sendText(reply, 415, err.message);
+        if (err.statusCode === 415) {
+          request.raw.resume(); // unread: drained so that the answer reaches the client
+          return sendText(reply, 415, err.message);
+        }
         return sendStatus(reply, err.statusCode, err.message, format);
       }
       throw err;
@@ -195,6 +196,8 @@ export function registerIngestRoutes(app: FastifyInstance, opts: IngestRouteOpti
         signal: route.signal,
         format,
         body,
+        codings,
+        bodyLimit: opts.bodyLimitBytes,
         headerProjectId: headerProject,
         defaultProjectId: opts.defaultProjectId,
       });
@@ -203,7 +206,7 @@ export function registerIngestRoutes(app: FastifyInstance, opts: IngestRouteOpti
       return sendStatus(reply, 500, `internal error: ${(err as Error).message}`, format);
     }
     if (!decoded.ok) {
-      if (!('busy' in decoded)) return sendStatus(reply, 400, decoded.message, format);
+      if (!('busy' in decoded)) return sendStatus(reply, decoded.status, decoded.message, format);
       reply.header('retry-after', String(RETRY_AFTER_S));
       return sendStatus(reply, 503, `${decoded.message}: retry after ${RETRY_AFTER_S} s`, format);
     }

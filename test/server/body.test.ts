@@ -4,21 +4,27 @@ import { createServer, request as httpRequest, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import * as zlib from 'node:zlib';
-import { BodyError, decodersFor, readBody } from '../../src/server/body.ts';
+import { BodyError, codingsFor, decompress, readBody } from '../../src/server/body.ts';
 
 const LIMIT = 1024 * 1024;
 
-// A bare node server around readBody: answers with the body's length and sha-less echo of its bytes.
+// A bare node server doing what the ingest route and a decode worker do with a body (codingsFor,
+// readBody, decompress): answers with the bytes it got, or the BodyError's status and message.
 let server: Server;
 let base: string;
 before(async () => {
   server = createServer((req, res) => {
-    readBody(req, req.headers['content-encoding'], LIMIT).then(
+    const body = async () => {
+      const codings = codingsFor(req.headers['content-encoding']);
+      return decompress(await readBody(req, LIMIT), codings, LIMIT);
+    };
+    body().then(
       (body) => {
         res.writeHead(200, { 'content-type': 'application/octet-stream' });
         res.end(body);
       },
       (err: Error) => {
+        if (err instanceof BodyError && err.statusCode === 415) req.resume();
         res.writeHead(err instanceof BodyError ? err.statusCode : 500, { 'content-type': 'text/plain' });
         res.end(err.message);
       },
@@ -43,7 +49,7 @@ async function* chunked(data: Buffer, size: number): AsyncIterable<Uint8Array> {
   for (let i = 0; i < data.length; i += size) yield data.subarray(i, i + size);
 }
 
-describe('readBody', () => {
+describe('readBody and decompress', () => {
   const payload = randomBytes(200_000);
 
   test('identity with Content-Length and chunked return the exact bytes', async () => {
@@ -74,7 +80,7 @@ describe('readBody', () => {
     const res = await post(twice, { 'content-encoding': 'gzip, identity, deflate' });
     assert.equal(res.status, 200);
     assert.ok(res.bytes.equals(payload));
-    assert.equal(decodersFor('identity').length, 0);
+    assert.equal(codingsFor('identity').length, 0);
   });
 
   test('unknown content coding is 415 naming it', async () => {
