@@ -169,3 +169,19 @@ test('every fixture round-tripped through protobuf maps to identical rows', asyn
     assert.deepEqual(fromProto, fromJson, name);
   }
 });
+
+test('protobuf: a oneof member decoded later wins over an earlier one', async () => {
+  const codec = (await loadProtobuf())!;
+  const field = (n: number, bytes: number[]) => [(n << 3) | 2, bytes.length, ...bytes];
+  const time = [0x09, 1, 0, 0, 0, 0, 0, 0, 0]; // time_unix_nano (fixed64) = 1
+  const stringA = [0x0a, 0x01, 0x61]; // AnyValue.string_value = "a"
+  const int5 = [0x18, 0x05]; // AnyValue.int_value = 5
+  const bodyOf = (anyValue: number[]) => {
+    const record = [...time, ...field(5, anyValue)]; // LogRecord.body
+    const request = field(1, field(2, field(2, record))); // resource_logs / scope_logs / log_records
+    return mapProtobuf('logs', Uint8Array.from(request), codec).tables.logs![0]!['body'];
+  };
+  assert.equal(bodyOf([...stringA, ...int5]), '5');
+  assert.equal(bodyOf([...int5, ...stringA]), 'a');
+  assert.equal(bodyOf([...stringA, ...stringA]), 'a');
+});
