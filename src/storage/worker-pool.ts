@@ -3,7 +3,13 @@
 // catchable error instead of aborting the process. Workers are
 // recycled after a number of tasks because polars frees native memory only when V8 collects.
 
-import { isMainThread, parentPort, type Transferable, Worker } from 'node:worker_threads';
+import {
+  isMainThread,
+  parentPort,
+  type ResourceLimits,
+  type Transferable,
+  Worker,
+} from 'node:worker_threads';
 
 /** URL of a sibling module, `.ts` when running from source and `.js` when built. */
 export function siblingModule(importMetaUrl: string, name: string): URL {
@@ -36,6 +42,8 @@ export interface WorkerPoolOptions {
    * worker busy with the next task while the main thread handles the previous answer.
    */
   maxInFlight?: number;
+  /** V8 heap limits of each worker (e.g. a smaller young generation). */
+  resourceLimits?: ResourceLimits;
 }
 
 type Queued = { task: string; payload: unknown; transfer: Transferable[]; p: Pending };
@@ -55,6 +63,7 @@ export class WorkerPool {
       execArgv: [],
       workerData: undefined,
       maxInFlight: 1,
+      resourceLimits: {},
       ...opts,
     };
   }
@@ -101,6 +110,7 @@ export class WorkerPool {
     const worker = new Worker(this.url, {
       ...(this.opts.execArgv.length > 0 ? { execArgv: this.opts.execArgv } : {}),
       workerData: this.opts.workerData,
+      resourceLimits: this.opts.resourceLimits,
     });
     worker.unref();
     const slot: Slot = { worker, inFlight: 0, tasksRun: 0, retiring: false, pending: new Map() };

@@ -17,6 +17,13 @@ describe('WorkerPool', () => {
     await pool.close();
   });
 
+  it('gives each worker the heap limits asked for', async () => {
+    const pool = new WorkerPool(url, { size: 1, resourceLimits: { maxYoungGenerationSizeMb: 8 } });
+    const me = await pool.run<{ resourceLimits: { maxYoungGenerationSizeMb: number } }>('whoami', null);
+    assert.equal(me.resourceLimits.maxYoungGenerationSizeMb, 8);
+    await pool.close();
+  });
+
   it('runs at most `size` tasks at once and queues the rest', async () => {
     const pool = new WorkerPool(url, { size: 2 });
     const runs = [pool.run('slow', 100), pool.run('slow', 100), pool.run('slow', 100)];
