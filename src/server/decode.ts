@@ -186,7 +186,7 @@ export class Decoders {
         size: workers,
         workerData,
         maxInFlight: 2,
-        // V8 grew a busy decoder's young generation to ~130 MB (peak server RSS 1.1-1.2 GB with
+        // V8 grew a busy decoder's heap to ~170 MB, ~60 MB of it young (peak server RSS 1.1-1.2 GB with
         // gzip bodies); capped, RSS stayed at 830-900 MiB at the same throughput.
         resourceLimits: { maxYoungGenerationSizeMb: DECODER_YOUNG_GENERATION_MB },
       });
