@@ -117,8 +117,9 @@ export class Aggregator {
   }
 
   /**
-   * Moves queued rows into batches while the hold limit allows, at most DRAIN_CHUNK rows per
-   * event-loop turn so that a deep queue never stalls the loop.
+   * Moves queued rows into batches while the hold limit allows, about DRAIN_CHUNK rows per
+   * event-loop turn so that a deep queue never stalls the loop (a request's batch is taken whole,
+   * so both limits may be passed by one request's rows).
    */
   private drain(): void {
     let budget = DRAIN_CHUNK;

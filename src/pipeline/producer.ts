@@ -233,25 +233,17 @@ export class Producer {
   }
 
   /**
-   * Takes up to `max` rows for the aggregator (a batch is split at the limit), then wakes
-   * producers that now fit (in order).
+   * Takes whole entries for the aggregator until `max` rows or more are taken or the queue is
+   * empty, then wakes producers that now fit (in order). A batch is never split, so the last
+   * entry may go past `max`: cutting it would copy both halves.
    */
   take(max: number): Queued[] {
     const out: Queued[] = [];
     let n = 0;
     while (n < max && this.ring.length > 0) {
-      const q = this.ring.peek()!;
-      const size = queuedRows(q);
-      if (n + size <= max) {
-        out.push(this.ring.shift()!);
-        n += size;
-      } else {
-        const part = max - n; // the first rows of the batch; the rest stays at the head
-        const b = q as QueuedBatch;
-        out.push({ table: b.table, day: b.day, batch: b.batch, from: b.from, to: b.from + part });
-        b.from += part;
-        n += part;
-      }
+      const q = this.ring.shift()!;
+      out.push(q);
+      n += queuedRows(q);
     }
     this.rows -= n;
     this.wake();
