@@ -8,6 +8,7 @@
 // survive a write/parse round trip unchanged.
 
 import { type ColumnType, isListType, type TableSchema } from '../schema/tables.ts';
+import { floorDiv } from '../schema/time.ts';
 import type { ColumnBatch, ColumnData } from './batch.ts';
 
 export type StatValue = bigint | number | string;
@@ -25,11 +26,6 @@ export const STRING_STATS_PREFIX = 32;
 // Timestamps outside years 0001-9999 have no portable ISO form: such a column gets no min/max.
 const MIN_ISO_MS = -62135596800000n; // 0001-01-01T00:00:00.000Z
 const MAX_ISO_MS = 253402300799999n; // 9999-12-31T23:59:59.999Z
-
-const floorDiv = (a: bigint, b: bigint): bigint => {
-  const q = a / b;
-  return a % b !== 0n && a < 0n !== b < 0n ? q - 1n : q;
-};
 
 /** Microseconds -> the millisecond floor, or null when it has no 4-digit-year ISO form. */
 function tsMillis(micros: bigint): bigint | null {

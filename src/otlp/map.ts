@@ -3,6 +3,7 @@
 // column in schema order so they share one hidden class per table.
 
 import type { Row, TableName } from '../schema/tables.ts';
+import { nanosToMicros } from '../schema/time.ts';
 import { LossyJsonNumber, OtlpDecodeError } from './errors.ts';
 import type { ExportRequest, Signal } from './request.ts';
 import { reparseJsonExact } from './request.ts';
@@ -24,7 +25,6 @@ import {
   list,
   type MapState,
   type Msg,
-  nanosToMicros,
   obj,
   optionalDouble,
   str,

@@ -159,12 +159,6 @@ export function doubleList(v: unknown, field: string): number[] {
   return out;
 }
 
-/** Nanoseconds to the microseconds of a timestamp column, rounding down. */
-export function nanosToMicros(n: bigint): bigint {
-  const q = n / 1000n;
-  return n < 0n && q * 1000n !== n ? q - 1n : q;
-}
-
 // --- ids -----------------------------------------------------------------------------------
 
 const HEX32 = /^[0-9a-f]{32}$/;

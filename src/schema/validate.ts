@@ -4,6 +4,7 @@
 
 import type { ProducerConfig } from '../storage/options.ts';
 import { type ColumnDef, EVENT_TIME_SOURCE, type Row, type TableSchema } from './tables.ts';
+import { nanosToMicros } from './time.ts';
 
 /**
  * Stable rejection reasons, each followed by `:<column>` where it concerns one column:
@@ -289,7 +290,7 @@ export class RowNormalizer {
       if (this.observedIdx >= 0 && (nanos === null || nanos === 0n)) {
         nanos = (out[this.observedIdx] as bigint | null) ?? nanos;
       }
-      if (nanos !== null) out[this.eventIdx] = floorDiv(nanos, 1000n);
+      if (nanos !== null) out[this.eventIdx] = nanosToMicros(nanos);
     }
     if (this.durationIdx >= 0 && out[this.durationIdx] === null) {
       const start = out[this.startIdx] as bigint | null;
@@ -330,9 +331,4 @@ export function normalizeRow(schema: TableSchema, input: unknown, s: ValidationS
   const n = new RowNormalizer(schema, s);
   const r = n.normalize(input);
   return typeof r === 'string' ? { ok: false, reason: r } : { ok: true, row: n.toRow(r) };
-}
-
-function floorDiv(a: bigint, b: bigint): bigint {
-  const q = a / b;
-  return a % b !== 0n && a < 0n ? q - 1n : q;
 }
