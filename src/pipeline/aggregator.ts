@@ -118,13 +118,14 @@ export class Aggregator {
 
   /**
    * Moves queued rows into batches while the hold limit allows, about DRAIN_CHUNK rows per
-   * event-loop turn so that a deep queue never stalls the loop (a request's batch is taken whole,
-   * so both limits may be passed by one request's rows).
+   * event-loop turn so that a deep queue never stalls the loop. The turn's budget ends on a whole
+   * request's batch (no copy); only the hold limit splits one.
    */
   private drain(): void {
     let budget = DRAIN_CHUNK;
     while (budget > 0 && this.held < this.holdLimit && this.producer.depth > 0) {
-      for (const q of this.producer.take(Math.min(this.holdLimit - this.held, budget))) budget -= this.add(q);
+      const room = this.holdLimit - this.held;
+      for (const q of this.producer.take(Math.min(room, budget), room)) budget -= this.add(q);
     }
     if (this.producer.depth > 0) {
       if (this.held < this.holdLimit) this.scheduleDrain();

@@ -233,17 +233,26 @@ export class Producer {
   }
 
   /**
-   * Takes whole entries for the aggregator until `max` rows or more are taken or the queue is
-   * empty, then wakes producers that now fit (in order). A batch is never split, so the last
-   * entry may go past `max`: cutting it would copy both halves.
+   * Takes up to `max` rows for the aggregator, then wakes producers that now fit (in order). An
+   * entry that crosses `max` is taken whole while that stays within `limit` (cutting a batch
+   * copies both halves); beyond `limit` the batch is split there.
    */
-  take(max: number): Queued[] {
+  take(max: number, limit = max): Queued[] {
     const out: Queued[] = [];
     let n = 0;
     while (n < max && this.ring.length > 0) {
-      const q = this.ring.shift()!;
-      out.push(q);
-      n += queuedRows(q);
+      const q = this.ring.peek()!;
+      const size = queuedRows(q);
+      if (n + size <= Math.max(max, limit)) {
+        out.push(this.ring.shift()!);
+        n += size;
+      } else {
+        const part = limit - n; // the first rows of the batch; the rest stays at the head
+        const b = q as QueuedBatch;
+        out.push({ table: b.table, day: b.day, batch: b.batch, from: b.from, to: b.from + part });
+        b.from += part;
+        n += part;
+      }
     }
     this.rows -= n;
     this.wake();

@@ -52,11 +52,18 @@ describe('Producer', () => {
     assert.equal(p.depth, 10);
     assert.deepEqual(p.stats().dropped, { drop_oldest: 1 });
     assert.deepEqual(idsOf(p.take(4)), [1, 2, 3, 4], 'entries up to the limit');
-    assert.deepEqual(idsOf(p.take(2)), [5, 6, 7, 8], 'a batch is never split: the limit is passed');
-    assert.equal(p.depth, 2);
-    assert.deepEqual(idsOf(p.take(1)), [9, 10]);
-    assert.equal(p.depth, 0);
+    assert.deepEqual(idsOf(p.take(2)), [5, 6], 'a batch split at the limit');
+    assert.equal(p.depth, 4);
+    assert.deepEqual(idsOf(p.take(1)), [7]);
+    assert.deepEqual(idsOf(p.take(2)), [8, 9], 'the rest of the split batch first');
+    assert.equal(p.depth, 1);
     assert.equal(p.stats().accepted, 11);
+    // Within a limit, a batch crossing max is taken whole; past the limit it is split there.
+    await p.enqueueBatch('logs', batch(4, 11));
+    assert.deepEqual(idsOf(p.take(2, 5)), [10, 11, 12, 13, 14], 'whole: 5 rows is within the limit');
+    await p.enqueueBatch('logs', batch(4, 15));
+    assert.deepEqual(idsOf(p.take(2, 3)), [15, 16, 17], 'split at the limit');
+    assert.equal(p.depth, 1);
     const q = new Producer(3, 'drop_newest', 0, Date.now);
     assert.equal(
       await q.enqueueBatch('logs', batch(4)),
