@@ -26,7 +26,6 @@ import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
 import { gzipSync } from 'node:zlib';
 import { loadProtobuf, type Signal } from '../src/otlp/index.ts';
-import { serverNodeFlags } from '../src/server/node-flags.ts';
 import type { PartialOptions } from '../src/storage/options.ts';
 import { RawConnection, rawRequest } from './http-client.ts';
 import { logsRequest, tracesRequest } from './otlp-payloads.ts';
@@ -154,12 +153,8 @@ async function startServer(
   options: PartialOptions,
 ): Promise<{ url: string; pid: number; stop(): Promise<void> }> {
   const dir = await mkdtemp(join(tmpdir(), 'otelake-bench-server-'));
-  // The flags `otelake start` gives its server, and BENCH_SERVER_FLAGS: extra node flags for the
-  // server, e.g. "--cpu-prof" to profile it.
-  const flags = [
-    ...serverNodeFlags(),
-    ...(process.env['BENCH_SERVER_FLAGS'] ?? '').split(' ').filter(Boolean),
-  ];
+  // BENCH_SERVER_FLAGS: extra node flags for the server, e.g. "--cpu-prof" to profile it.
+  const flags = (process.env['BENCH_SERVER_FLAGS'] ?? '').split(' ').filter(Boolean);
   const child = spawn(
     process.execPath,
     [...flags, new URL(import.meta.url).pathname, '--serve', dir, JSON.stringify(options)],

@@ -9,7 +9,6 @@ import { createServer } from 'node:net';
 import { dirname, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import { serverNodeFlags } from '../server/node-flags.ts';
 import { InstanceLayout } from '../storage/layout.ts';
 import { defaultOptions, resolveOptions, validateOptions } from '../storage/options.ts';
 import { CliError, UsageError } from './errors.ts';
@@ -125,7 +124,6 @@ async function rotateLog(file: string): Promise<void> {
 /** The command line of a server process running `start --foreground` for these flags. */
 function foregroundArgs(layout: InstanceLayout, flags: BoundStartFlags, extra: string[] = []): string[] {
   return [
-    ...serverNodeFlags(),
     ...process.execArgv,
     LAUNCHER,
     'start',
