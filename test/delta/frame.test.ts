@@ -61,23 +61,26 @@ test('strings: non-ASCII, empty, null and lone surrogates (stored as U+FFFD)', (
   assert.deepEqual(df.getColumn('project_id').toArray(), ['p0', 'p1', 'p2', 'p3', 'p4', 'p5', 'p6']);
 });
 
-test('repeat rows cross once and are filled back; real nulls among them stay null', () => {
+test('repeat rows are expanded (small batches) or filled back by polars; real nulls stay null', () => {
   const schema = SCHEMAS.logs;
-  const bodies = ['a', 'a', null, 'a', 'bé', 'bé', null, null, 'bé', 'c', 'c'];
-  const rows = bodies.map((body) => ({ project_id: 'p', event_ts: 1n, time_unix_nano: 1n, body }));
-  const batch = batchFromRows(schema, rows);
-  const body = batch.columns['body']!;
-  assert.ok(body.kind === 'utf8' && body.repeats?.includes(1), 'the builder marks repeats');
-  const df = batchFrame(schema.columns, batch).collectSync();
-  assert.deepEqual(df.getColumn('body').toArray(), bodies);
-  assert.deepEqual(
-    df.getColumn('project_id').toArray(),
-    bodies.map(() => 'p'),
-  );
-  assert.deepEqual(
-    df.columns,
-    schema.columns.map((c) => c.name),
-  );
+  const pattern = ['a', 'a', null, 'a', 'bé', 'bé', null, null, 'bé', 'c', 'c'];
+  for (const n of [pattern.length, 9_000]) {
+    const bodies = Array.from({ length: n }, (_, i) => pattern[i % pattern.length]!);
+    const rows = bodies.map((body) => ({ project_id: 'p', event_ts: 1n, time_unix_nano: 1n, body }));
+    const batch = batchFromRows(schema, rows);
+    const body = batch.columns['body']!;
+    assert.ok(body.kind === 'utf8' && body.repeats?.includes(1), 'the builder marks repeats');
+    const df = batchFrame(schema.columns, batch).collectSync();
+    assert.deepEqual(df.getColumn('body').toArray(), bodies, `${n} rows`);
+    assert.deepEqual(
+      df.getColumn('project_id').toArray(),
+      bodies.map(() => 'p'),
+    );
+    assert.deepEqual(
+      df.columns,
+      schema.columns.map((c) => c.name),
+    );
+  }
 });
 
 test('a column of only null lists keeps its list type', () => {
