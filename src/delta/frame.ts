@@ -44,7 +44,7 @@ function bitmap(
   return nulls === 0 ? { bits: null, nulls: 0 } : { bits, nulls };
 }
 
-/** Bool column data, true where `mask` is not 1 (the real nulls of a column with repeats). */
+/** Bool column data, true where `valid` is not 1 (the real nulls of a column with repeats). */
 function nullsOf(valid: Uint8Array, n: number): Data {
   const data = new Uint8Array((n + 7) >> 3);
   for (let i = 0; i < n; i++) if (valid[i] !== 1) data[i >> 3]! |= 1 << (i & 7);
@@ -148,12 +148,12 @@ function listData<T extends BigInt64Array | Float64Array>(
   } as never) as Data;
 }
 
-function columnData(col: ColumnData, n: number): Data {
+/** `repeats`: those of a utf8 column that polars fills in (repeatsIn), else null. */
+function columnData(col: ColumnData, n: number, repeats: Uint8Array | null): Data {
   switch (col.kind) {
     case 'string':
       return utf8Data(col.values, n);
     case 'utf8': {
-      const repeats = repeatsIn(col, n);
       const { bits, nulls } = bitmap(col.valid, n, repeats);
       const { bytes, offsets } = repeats ? { bytes: col.bytes, offsets: col.offsets } : expandRepeats(col, n);
       return makeData({
@@ -263,8 +263,9 @@ export function batchTable(
   for (const def of columns) {
     const col = batch.columns[def.name];
     if (!col) throw new Error(`batch has no column ${def.name}`);
-    vectors[def.name] = makeVector(columnData(col, n));
-    if (repeatsIn(col, n) === null) continue;
+    const repeats = repeatsIn(col, n);
+    vectors[def.name] = makeVector(columnData(col, n, repeats));
+    if (repeats === null) continue;
     const valid = (col as { valid: Uint8Array | null }).valid?.subarray(0, n) ?? null;
     const nulls = valid !== null && valid.includes(0) ? `__nulls_of_${def.name}` : null;
     if (nulls !== null) extra[nulls] = makeVector(nullsOf(valid!, n));
