@@ -239,15 +239,16 @@ export class Producer {
    */
   take(max: number, limit = max): Queued[] {
     const out: Queued[] = [];
+    const cap = Math.max(max, limit);
     let n = 0;
     while (n < max && this.ring.length > 0) {
       const q = this.ring.peek()!;
       const size = queuedRows(q);
-      if (n + size <= Math.max(max, limit)) {
+      if (n + size <= cap) {
         out.push(this.ring.shift()!);
         n += size;
       } else {
-        const part = limit - n; // the first rows of the batch; the rest stays at the head
+        const part = cap - n; // the first rows of the batch; the rest stays at the head
         const b = q as QueuedBatch;
         out.push({ table: b.table, day: b.day, batch: b.batch, from: b.from, to: b.from + part });
         b.from += part;
