@@ -4,6 +4,7 @@
 
 import { resolve } from 'node:path';
 import type { InstanceLayout } from '../storage/layout.ts';
+import { bindError } from './bind.ts';
 import { CliError } from './errors.ts';
 import type { BoundStartFlags } from './start.ts';
 
@@ -12,7 +13,6 @@ const STOP_SIGNALS: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
 export async function serveUntilStopped(
   flags: BoundStartFlags,
   layout: InstanceLayout,
-  portInUse: () => Error,
   onSecondSignal: () => void = () => {},
 ): Promise<void> {
   const { runServer } = await import('../server/index.ts');
@@ -27,12 +27,8 @@ export async function serveUntilStopped(
       handleSignals: false,
     });
   } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    if (code === 'EADDRINUSE') throw portInUse();
-    if (code === 'EACCES') throw new CliError(`not allowed to bind port ${flags.port} on ${flags.host}`);
-    if (code === 'EADDRNOTAVAIL' || code === 'ENOTFOUND') {
-      throw new CliError(`cannot bind ${flags.host}: no such local address`);
-    }
+    const bind = bindError(err, flags.host, flags.port);
+    if (bind) throw bind;
     // Invalid saved options and the like: the message says what to fix.
     if (err instanceof TypeError) throw new CliError(err.message);
     throw err;

@@ -11,6 +11,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { InstanceLayout } from '../storage/layout.ts';
 import { defaultOptions, resolveOptions, validateOptions } from '../storage/options.ts';
+import { bindError } from './bind.ts';
 import { CliError, UsageError } from './errors.ts';
 import { baseUrl, getJson, reachableHost } from './http.ts';
 import { claimPidFile, processAlive, readPid, removePidFile, removePidFileSync } from './pidfile.ts';
@@ -66,12 +67,6 @@ function alreadyRunning(layout: InstanceLayout, pid: number): CliError {
   );
 }
 
-function portInUse(host: string, port: number): CliError {
-  return new CliError(
-    `port ${port} on ${host} is already in use (another server?); choose another with --port`,
-  );
-}
-
 /** Fails fast and clearly when the port cannot be bound (the server would fail the same way). */
 async function checkPortFree(host: string, port: number): Promise<void> {
   const probe = createServer();
@@ -81,13 +76,7 @@ async function checkPortFree(host: string, port: number): Promise<void> {
       probe.listen({ host, port, exclusive: true }, ok);
     });
   } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    if (code === 'EADDRINUSE') throw portInUse(host, port);
-    if (code === 'EACCES') throw new CliError(`not allowed to bind port ${port} on ${host}`);
-    if (code === 'EADDRNOTAVAIL' || code === 'ENOTFOUND' || code === 'EAI_AGAIN') {
-      throw new CliError(`cannot bind ${host}: no such local address`);
-    }
-    throw err;
+    throw bindError(err, host, port) ?? err;
   } finally {
     await new Promise<void>((ok) => probe.close(() => ok()));
   }
@@ -211,7 +200,6 @@ async function runInForeground(flags: BoundStartFlags, layout: InstanceLayout): 
     await serveUntilStopped(
       flags,
       layout,
-      () => portInUse(flags.host, flags.port),
       () => flags.pidfile && removePidFileSync(layout.pidFile, process.pid),
     );
   } finally {
