@@ -58,11 +58,9 @@ function bytes(v: unknown): string {
   return `${x.toFixed(u === 0 ? 0 : 1)} ${units[u]}`;
 }
 
-/** Finds a group such as `producer` at the top level or one level down (e.g. under `pipeline`). */
+/** A group of the /healthz answer (`producer`, `aggregator`, `shipper`), if present. */
 function group(health: Json, name: string): Json | undefined {
-  if (isObject(health[name])) return health[name] as Json;
-  for (const v of Object.values(health)) if (isObject(v) && isObject(v[name])) return v[name] as Json;
-  return undefined;
+  return isObject(health[name]) ? (health[name] as Json) : undefined;
 }
 
 /** The status report as text (exported for tests). */
@@ -71,15 +69,13 @@ export function renderHealth(health: Json, url: string, now = Date.now(), width 
   const state = typeof health.status === 'string' ? health.status : 'ok';
   out.push(`otelake ${health.version ?? ''} at ${url}: ${state}`.replace(/ {2}/g, ' '));
 
+  // The field names of src/server/app.ts's /healthz; each is optional, so that an older or newer
+  // server's answer still renders what it has.
   const server: [string, string][] = [];
-  const proc = isObject(health.process) ? (health.process as Json) : health;
-  const instance = health.instance_id ?? health.instance;
-  if (instance !== undefined) server.push(['instance', String(instance)]);
-  if (proc.pid !== undefined) server.push(['pid', String(proc.pid)]);
-  const uptime = proc.uptime_s ?? proc.uptime;
-  if (typeof uptime === 'number') server.push(['uptime', duration(uptime)]);
-  const mem = isObject(proc.memory) ? (proc.memory as Json) : proc;
-  const rss = mem.rss_bytes ?? mem.rss;
+  if (health.instance_id !== undefined) server.push(['instance', String(health.instance_id)]);
+  if (health.pid !== undefined) server.push(['pid', String(health.pid)]);
+  if (typeof health.uptime_s === 'number') server.push(['uptime', duration(health.uptime_s)]);
+  const rss = group(health, 'memory')?.rss;
   if (rss !== undefined) server.push(['memory (rss)', bytes(rss)]);
   if (typeof health.protobuf === 'boolean') {
     server.push(['protobuf bodies', health.protobuf ? 'accepted' : 'not available (JSON only)']);

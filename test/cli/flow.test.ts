@@ -118,6 +118,10 @@ describe('otelake init, start, export, status, view, stop', () => {
     assert.match(status!.stdout, /│ span_events\s+│\s+1 │/);
     assert.match(status!.stdout, /rows written\s+│ 0 /);
     assert.match(status!.stdout, new RegExp(`pid\\s+│ ${await readPid()} `));
+    // The server panel reads the /healthz fields by their names.
+    assert.match(status!.stdout, /instance\s+│ default /);
+    assert.match(status!.stdout, /uptime\s+│ \d+ (s|min)/);
+    assert.match(status!.stdout, /memory \(rss\)\s+│ \d+(\.\d)? MiB/);
   });
 
   test('stop flushes: the pending rows are all in the tables afterwards', async () => {
