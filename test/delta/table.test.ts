@@ -17,7 +17,7 @@ import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { checkpointFileName, commitFileName, LOG_DIR } from '../../src/delta/actions.ts';
-import { batchFromRows, type ColumnBatch, isIntact } from '../../src/delta/batch.ts';
+import { batchFromRows, type ColumnBatch, isIntact, packBatch } from '../../src/delta/batch.ts';
 import { deltaSchemaString } from '../../src/delta/schema-string.ts';
 import { computeStats } from '../../src/delta/stats.ts';
 import { closeDeltaWorkers, type DeltaOptions, DeltaTable } from '../../src/delta/table.ts';
@@ -105,6 +105,13 @@ test('an empty batch commits nothing; a null in a non-nullable column is refused
   const rows = makeRows(LOGS, 2, 1);
   rows[1]!.event_ts = null;
   await assert.rejects(t.append(batchFromRows(LOGS, rows)), /non-nullable column event_ts is null in row 1/);
+  const noProject = makeRows(LOGS, 3, 1);
+  noProject[2]!.project_id = null;
+  await assert.rejects(
+    t.append(packBatch(batchFromRows(LOGS, noProject))),
+    /non-nullable column project_id is null in row 2/,
+    'a string column, packed',
+  );
   // Repeat marks (see ColumnData) that point at nothing or hide bytes are refused too.
   const twice = makeRows(LOGS, 2, 1);
   twice[1]!.body = twice[0]!.body = 'same';
