@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { decodeRequest, loadProtobuf, type Mapped, mapRequest, type Signal } from '../../src/otlp/index.ts';
-import { jsonToProtobuf, mapProtobuf } from './helpers.ts';
+import { FIXTURE_LOG_ATTRIBUTES, jsonToProtobuf, mapProtobuf } from './helpers.ts';
 
 const fixture = (name: string) => readFileSync(new URL(`../fixtures/otlp/${name}.json`, import.meta.url));
 
@@ -64,14 +64,7 @@ test('logs.json maps attributes of every AnyValue type', () => {
   assert.equal(log.body, 'Example log record');
   assert.equal(log.trace_id, '5b8efff798038103d269b633813fc60c');
   assert.equal(log.span_id, 'eee19b7ec3c1b174');
-  assert.deepEqual(JSON.parse(log.attributes as string), {
-    'string.attribute': 'some string',
-    'boolean.attribute': true,
-    'int.attribute': 10,
-    'double.attribute': 637.704,
-    'array.attribute': ['many', 'values'],
-    'map.attribute': { 'some.map.key': 'some value' },
-  });
+  assert.deepEqual(JSON.parse(log.attributes as string), FIXTURE_LOG_ATTRIBUTES);
 });
 
 test('events.json: event name and a kvlist body as JSON', () => {

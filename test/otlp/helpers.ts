@@ -36,3 +36,13 @@ export function jsonToProtobuf(signal: Signal, tree: unknown, codec: ProtoCodec)
   const type = codec.requestType(signal);
   return type.encode(type.fromObject(hexIdsToBytes(tree) as Record<string, unknown>)).finish();
 }
+
+/** The attributes of the log record of the official logs.json example, parsed from the stored JSON. */
+export const FIXTURE_LOG_ATTRIBUTES = {
+  'string.attribute': 'some string',
+  'boolean.attribute': true,
+  'int.attribute': 10,
+  'double.attribute': 637.704,
+  'array.attribute': ['many', 'values'],
+  'map.attribute': { 'some.map.key': 'some value' },
+};

@@ -7,6 +7,7 @@ import { readFileSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import * as zlib from 'node:zlib';
 import { closeReadWorkers } from '../../src/read/index.ts';
+import { FIXTURE_LOG_ATTRIBUTES } from '../otlp/helpers.ts';
 import {
   decodeStatusProto,
   getJson,
@@ -98,14 +99,7 @@ for (const decodeWorkers of [null, 0]) {
       assert.equal(log.body, 'Example log record');
       assert.equal(log.trace_id, '5b8efff798038103d269b633813fc60c');
       assert.equal(log.span_id, 'eee19b7ec3c1b174');
-      assert.deepEqual(attrs(log), {
-        'string.attribute': 'some string',
-        'boolean.attribute': true,
-        'int.attribute': 10,
-        'double.attribute': 637.704,
-        'array.attribute': ['many', 'values'],
-        'map.attribute': { 'some.map.key': 'some value' },
-      });
+      assert.deepEqual(attrs(log), FIXTURE_LOG_ATTRIBUTES);
 
       const { body: events } = await getJson(`${s.url}/api/logs?project_id=fx-events`);
       assert.equal(events.count, 1);
