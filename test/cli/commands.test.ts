@@ -127,6 +127,11 @@ describe('otelake (no server)', () => {
     assert.equal(r.code, 1);
     assert.match(r.stderr, /max_queue_size/);
     noStack(r.stderr);
+    // start reads them for its bind address and refuses the same way, before launching anything.
+    const s = await otelake(['start', '-D', 'bad'], { cwd: dir.path });
+    assert.equal(s.code, 1);
+    assert.match(s.stderr, /max_queue_size/);
+    noStack(s.stderr);
   });
 
   test('start without --host/--port binds the saved server_config address', async () => {

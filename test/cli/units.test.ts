@@ -12,6 +12,7 @@ import {
   parsePositiveInt,
   parseSeconds,
 } from '../../src/cli/args.ts';
+import { bindError } from '../../src/cli/bind.ts';
 import { baseUrl, reachableHost } from '../../src/cli/http.ts';
 import { claimPidFile, processAlive, readPid, removePidFile } from '../../src/cli/pidfile.ts';
 import { fitColumns, grid, oneLine, truncate } from '../../src/cli/render.ts';
@@ -254,6 +255,39 @@ describe('rendering', () => {
     assert.equal(cellText(1.5), '1.5');
     assert.equal(cellText(false), 'false');
     assert.equal(cellText(['1', '2']), '["1","2"]');
+  });
+
+  test('bind errors: one clear message per cause, none for other errors', () => {
+    const err = (code: string) => Object.assign(new Error(code), { code });
+    assert.match(bindError(err('EADDRINUSE'), 'h', 1)!.message, /^port 1 on h is already in use/);
+    assert.match(bindError(err('EACCES'), 'h', 80)!.message, /^not allowed to bind port 80 on h$/);
+    for (const code of ['EADDRNOTAVAIL', 'ENOTFOUND', 'EAI_AGAIN'])
+      assert.match(
+        bindError(err(code), 'nowhere', 1)!.message,
+        /^cannot bind nowhere: no such local address$/,
+      );
+    assert.equal(bindError(err('ENOENT'), 'h', 1), null);
+    assert.equal(bindError(new TypeError('x'), 'h', 1), null);
+  });
+
+  test('health: the server panel reads the fields /healthz sends', () => {
+    const text = renderHealth(
+      {
+        status: 'ok',
+        version: '0.1.1',
+        instance_id: 'prod',
+        pid: 4242,
+        uptime_s: 125,
+        memory: { rss: 3 * 1024 * 1024 },
+      },
+      'http://127.0.0.1:4318',
+      Date.now(),
+      100,
+    );
+    assert.match(text, /instance\s+│ prod /);
+    assert.match(text, /pid\s+│ 4242 /);
+    assert.match(text, /uptime\s+│ 2 min 5 s /);
+    assert.match(text, /memory \(rss\)\s+│ 3\.0 MiB /);
   });
 
   test('durations read naturally', () => {

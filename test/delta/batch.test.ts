@@ -195,12 +195,17 @@ describe('joinBatches with an arena', () => {
     const first = pieces(1, 6);
     const joined1 = joinBatches(first, names, arena);
     assert.deepEqual(table(joined1), table(joinBatches(first, names)));
-    // The second join overwrites the first one's memory, nulls and repeats included.
+    // The first join sized the arena; the second fills its buffer, the third writes over it:
+    // nulls and repeats must not leak from the rows before.
     const second = pieces(50, 5);
     const joined2 = joinBatches(second, names, arena);
     assert.deepEqual(table(joined2), table(joinBatches(second, names)));
-    assert.deepEqual(computeStats(s, joined2), computeStats(s, joinBatches(second, names)));
     const buffers = new Set(transferables(joined2));
     assert.equal(buffers.size, 1, 'every column of the join lives in the arena');
+    const third = pieces(90, 5);
+    const joined3 = joinBatches(third, names, arena);
+    assert.deepEqual(transferables(joined3), [...buffers], 'the same buffer, reused');
+    assert.deepEqual(table(joined3), table(joinBatches(third, names)));
+    assert.deepEqual(computeStats(s, joined3), computeStats(s, joinBatches(third, names)));
   });
 });

@@ -476,7 +476,9 @@ test('a commit that fails after the file is written is retried with the file', a
   // The log folder is away while the file is written: the first commits fail, a later one works.
   renameSync(log, `${log}.away`);
   const appending = t.append(batchFromRows(LOGS, rows), { transfer: true });
-  await new Promise((r) => setTimeout(r, 250));
+  // Back only once the file is written and the first commit attempt (made at once) has failed.
+  while (!readdirSync(dir).some((f) => f.endsWith('.parquet'))) await new Promise((r) => setTimeout(r, 5));
+  await new Promise((r) => setTimeout(r, 150));
   renameSync(`${log}.away`, log);
   const r = await appending;
   assert.equal(r.version, 1);

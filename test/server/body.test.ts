@@ -24,7 +24,6 @@ before(async () => {
         res.end(body);
       },
       (err: Error) => {
-        if (err instanceof BodyError && err.statusCode === 415) req.resume();
         res.writeHead(err instanceof BodyError ? err.statusCode : 500, { 'content-type': 'text/plain' });
         res.end(err.message);
       },
