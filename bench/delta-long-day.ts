@@ -4,7 +4,8 @@
 // (OPTIMIZE into one file + checkpoint + VACUUM). Prints append rate and latency, file count, log
 // length, checkpoint size, the read ratio and peak RSS.
 //
-//   node bench/delta-long-day.ts [--appends 10000] [--rows 100] [--quick]   (--quick = 500 appends)
+//   node bench/delta-long-day.ts [--appends 10000] [--rows 100] [--quick] [--keep]
+//   (--quick = 500 appends; --keep leaves the table folder for inspection)
 
 import { readdirSync, statSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';

@@ -2,6 +2,7 @@
 // table, with the default batch settings and with large batches. Prints rows/s, peak RSS and the
 // event-loop delay seen during ingest (Parquet writing must not stall the loop).
 // Usage: node bench/ingest-library.ts [rows=1000000] [mode=both|default|large]
+//        (INGEST_CHUNK=n: rows ingested per await, default 1000)
 
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';

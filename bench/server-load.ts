@@ -9,7 +9,8 @@
 //     when the previous one is answered);
 //   - request latency p50/p99 at half the measured rate (open loop, measured from the scheduled
 //     send time, so a stall is not hidden);
-//   - the server process's peak RSS (VmHWM).
+//   - the server process's peak RSS (VmHWM), its CPU (process and event loop), CPU seconds per
+//     million items, and the event-loop delay p99/max it reports on /healthz.
 // Request bodies are encoded (and gzipped) before the clock starts: the generator only sends, each
 // request as one prepared buffer over a lean HTTP/1.1 client (bench/http-client.ts), so that it takes
 // little of the CPU the server needs.

@@ -10,7 +10,12 @@ import { Aggregator, type AggregatorStats, type TableWriter } from './pipeline/a
 import { type EnqueueOutcome, Producer, type ProducerStats } from './pipeline/producer.ts';
 import { type ReadQuery, readTable } from './read/query.ts';
 import { type Row, SCHEMAS, TABLE_NAMES, type TableName } from './schema/tables.ts';
-import { RowNormalizer, type RowValues, validationSettings } from './schema/validate.ts';
+import {
+  RowNormalizer,
+  type RowValues,
+  type ValidationSettings,
+  validationSettings,
+} from './schema/validate.ts';
 import { appendDayPhase, readDayPhases } from './storage/days-index.ts';
 import { DEFAULT_DIR, DEFAULT_INSTANCE_ID, InstanceLayout } from './storage/layout.ts';
 import { type LoggerOptions, type PartialOptions, resolveOptions, saveOptions } from './storage/options.ts';
@@ -125,12 +130,18 @@ export class Logger {
     return this.opts;
   }
 
+  /** How rows are validated under these options (the server's decode workers validate the same way). */
+  get validation(): ValidationSettings {
+    const o = this.options;
+    return validationSettings(o.producer_config, o.aggregator_config.strict_df);
+  }
+
   private async prepare(): Promise<void> {
     const opts = await resolveOptions(this.layout.optionsFile, this.init.options);
     await saveOptions(this.layout.optionsFile, opts);
     this.opts = opts;
     await mkdir(this.layout.daysDir, { recursive: true });
-    const settings = validationSettings(opts.producer_config, opts.aggregator_config.strict_df);
+    const settings = this.validation;
     this.normalizers = Object.fromEntries(
       TABLE_NAMES.map((t) => [t, new RowNormalizer(SCHEMAS[t], settings, this.clock)]),
     ) as Record<TableName, RowNormalizer>;

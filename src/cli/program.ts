@@ -31,6 +31,8 @@ export interface StartFlags extends InstanceFlags {
   /** false when a --reload supervisor owns the pidfile for its server child (hidden flag). */
   pidfile: boolean;
 }
+/** Start flags with the bind address settled (src/cli/start.ts). */
+export type BoundStartFlags = StartFlags & { host: string; port: number };
 export interface StopFlags extends InstanceFlags {
   force: boolean;
 }

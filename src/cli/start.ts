@@ -10,12 +10,12 @@ import { dirname, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { InstanceLayout } from '../storage/layout.ts';
-import { defaultOptions, resolveOptions, validateOptions } from '../storage/options.ts';
+import { defaultOptions, resolveOptions } from '../storage/options.ts';
 import { bindError } from './bind.ts';
 import { CliError, UsageError } from './errors.ts';
 import { baseUrl, getJson, reachableHost } from './http.ts';
 import { claimPidFile, processAlive, readPid, removePidFile, removePidFileSync } from './pidfile.ts';
-import type { StartFlags } from './program.ts';
+import type { BoundStartFlags, StartFlags } from './program.ts';
 
 /** The launcher, at the same place relative to src/cli and dist/cli. */
 const LAUNCHER = fileURLToPath(new URL('../../bin/otelake.js', import.meta.url));
@@ -27,9 +27,6 @@ function startTimeoutSeconds(): number {
   const fromEnv = Number(process.env.OTELAKE_START_TIMEOUT_S);
   return Number.isFinite(fromEnv) && fromEnv > 0 ? fromEnv : 60;
 }
-
-/** Start flags with the bind address settled. */
-export type BoundStartFlags = StartFlags & { host: string; port: number };
 
 export async function startCommand(given: StartFlags): Promise<void> {
   if (given.reload && !given.foreground) {
@@ -50,11 +47,10 @@ async function bindAddress(flags: StartFlags, layout: InstanceLayout): Promise<B
     return { ...flags, host: flags.host, port: flags.port };
   let server = defaultOptions().server_config;
   try {
-    const options = await resolveOptions(layout.optionsFile, undefined);
-    validateOptions(options);
-    server = options.server_config;
+    // Saved options over the defaults, validated (missing options.json: the defaults).
+    server = (await resolveOptions(layout.optionsFile, undefined)).server_config;
   } catch (err) {
-    // An unusable --dir is reported by the server's own start, as without saved options.
+    // An unusable --dir (a system error) is reported by the server's own start.
     if (!(err as NodeJS.ErrnoException).code)
       throw new CliError(err instanceof Error ? err.message : String(err));
   }

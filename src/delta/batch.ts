@@ -2,7 +2,8 @@
 // are typed arrays (int64 exact as BigInt64Array) with an optional validity mask. The builder
 // encodes strings to UTF-8 as rows arrive (`utf8` columns): the strings die young instead of
 // being promoted by the GC, and a batch crosses to a worker as a few buffers rather than as
-// hundreds of thousands of strings to clone. `string` columns (arrays) are accepted too.
+// hundreds of thousands of strings to clone. `string` columns (arrays) are accepted too, except
+// by packBatch.
 
 import { type ColumnDef, type ColumnType, isListType, type Row, type TableSchema } from '../schema/tables.ts';
 

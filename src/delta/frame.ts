@@ -1,6 +1,7 @@
 // ColumnBatch -> polars frame, exactly and fast: the batch's buffers become an Arrow IPC
 // stream (typed arrays used as they are, validity masks packed into bitmaps, strings encoded to
-// UTF-8 once, timestamps typed as microseconds UTC) that polars reads in one native call. Building
+// UTF-8 once, timestamps typed as microseconds UTC) that polars reads in one native call; in
+// large batches repeated strings cross once and a lazy forward fill puts them back. Building
 // polars Series value by value and masking nulls with expressions costs ~100x more per batch.
 
 import {
@@ -267,7 +268,7 @@ export function batchTable(
     vectors[def.name] = makeVector(columnData(col, n, repeats));
     if (repeats === null) continue;
     const valid = (col as { valid: Uint8Array | null }).valid?.subarray(0, n) ?? null;
-    const nulls = valid !== null && valid.includes(0) ? `__nulls_of_${def.name}` : null;
+    const nulls = valid?.includes(0) ? `__nulls_of_${def.name}` : null;
     if (nulls !== null) extra[nulls] = makeVector(nullsOf(valid!, n));
     refills.push({ name: def.name, nulls });
   }

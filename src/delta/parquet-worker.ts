@@ -2,11 +2,9 @@
 // panic is a catchable error) and checkpoints with parquet-wasm, off the main event loop.
 
 import { open, rename, stat, unlink } from 'node:fs/promises';
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
 import pl from 'nodejs-polars';
 import type { ColumnDef, TableSchema } from '../schema/tables.ts';
-import { ReturnedInput, serveTasks } from '../storage/worker-pool.ts';
+import { exposeGc, ReturnedInput, serveTasks } from '../storage/worker-pool.ts';
 import { Arena, type Batches, joinBatches, transferables } from './batch.ts';
 import { type CheckpointContent, encodeCheckpoint } from './checkpoint.ts';
 import { batchFrame } from './frame.ts';
@@ -77,8 +75,7 @@ async function finished(path: string, fsync: boolean): Promise<WrittenFile> {
 // small heap rarely asks for: a young-generation collection after every ~50k rows written frees
 // the frames' buffers (peak server RSS 833 instead of 991-1036 MiB at 85k spans/s). Not after
 // every file: with 1,000-row files that was a collection per file, ~5% of library ingest.
-setFlagsFromString('--expose-gc');
-const collectYoung = (runInNewContext('gc') as (o: { type: 'minor' }) => void).bind(null, { type: 'minor' });
+const collect = exposeGc();
 const COLLECT_EVERY_ROWS = 50_000;
 let rowsSinceCollect = 0;
 
@@ -95,7 +92,7 @@ serveTasks({
       sink(batchFrame(task.columns, batch), task.path, task.zstdLevel, task.rowGroupSize);
       rowsSinceCollect += batch.numRows;
       if (rowsSinceCollect >= COLLECT_EVERY_ROWS) {
-        collectYoung();
+        collect('minor');
         rowsSinceCollect = 0;
       }
       // The batch is not handed back: once the file is synced, the file is the durable copy (a

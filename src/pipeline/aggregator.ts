@@ -1,5 +1,6 @@
-// The aggregator drains the producer queue into one columnar batch per (table, day) and hands
-// full or old batches to the table writer. A batch is written when it reaches `max_batch_rows`,
+// The aggregator drains the producer queue into one batch per (table, day): rows go into a
+// column builder, requests' batches are kept as parts that the writer joins. It hands full or
+// old batches to the table writer. A batch is written when it reaches `max_batch_rows`,
 // when its oldest row is `max_age_s` old, or, once the queue is drained, when it has at least
 // `min_batch_rows` and its table has no write in flight: under load batches grow while the
 // previous write runs; under light load small batches wait at most `max_age_s` for company.

@@ -30,7 +30,7 @@ export interface QueuedBatch {
 export type Queued = QueuedRow | QueuedBatch;
 
 /** Rows an entry of the queue holds. */
-export function queuedRows(q: Queued): number {
+function queuedRows(q: Queued): number {
   return q.batch === undefined ? 1 : q.to - q.from;
 }
 
@@ -234,12 +234,12 @@ export class Producer {
 
   /**
    * Takes up to `max` rows for the aggregator, then wakes producers that now fit (in order). An
-   * entry that crosses `max` is taken whole while that stays within `limit` (cutting a batch
-   * copies both halves); beyond `limit` the batch is split there.
+   * entry that crosses `max` is taken whole while that stays within `room` (cutting a batch
+   * copies both halves); beyond `room` the batch is split there.
    */
-  take(max: number, limit = max): Queued[] {
+  take(max: number, room = max): Queued[] {
     const out: Queued[] = [];
-    const cap = Math.max(max, limit);
+    const cap = Math.max(max, room);
     let n = 0;
     while (n < max && this.ring.length > 0) {
       const q = this.ring.peek()!;

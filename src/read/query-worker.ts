@@ -1,16 +1,14 @@
 // Query worker: runs a read query with polars' synchronous API and hands the result back as an
 // Arrow IPC buffer it owns (transferred without a copy, no pointer into the scanned buffers).
 
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
-import { serveTasks, transferResult } from '../storage/worker-pool.ts';
+import { exposeGc, serveTasks, transferResult } from '../storage/worker-pool.ts';
 import type { FileEntry } from './files.ts';
 import type { NormalizedQuery } from './filters.ts';
 import { runQuery } from './scan.ts';
 
 // Polars frees native memory only when V8 collects the JS wrappers: collect after each query.
-setFlagsFromString('--expose-gc');
-const collectGarbage = runInNewContext('gc') as () => void;
+const collect = exposeGc();
+const collectGarbage = (): void => collect('major');
 
 export interface QueryTask {
   query: NormalizedQuery;

@@ -5,7 +5,6 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import Fastify, { type FastifyInstance, type FastifyServerOptions, LogController } from 'fastify';
 import type { Logger } from '../index.ts';
 import { loadProtobuf, type ProtoCodec, protobufInstalled } from '../otlp/index.ts';
-import { validationSettings } from '../schema/validate.ts';
 import { VERSION } from '../version.ts';
 import { Decoders } from './decode.ts';
 import { registerIngestRoutes } from './ingest.ts';
@@ -87,9 +86,8 @@ export async function buildServer(logger: Logger, opts: BuildServerOptions = {})
     };
   });
 
-  const options = logger.options;
   const decoders = new Decoders({
-    settings: validationSettings(options.producer_config, options.aggregator_config.strict_df),
+    settings: logger.validation,
     workers,
     protobuf,
     codec,

@@ -1,7 +1,8 @@
 // Request bodies: read into one buffer on the event loop, counting bytes as they arrive (an
-// oversized body is cut off at the limit), and decompressed in a decode worker with the output
-// capped at the same limit (a decompression bomb stops there). Synchronous zlib in the worker
-// takes half the CPU of streaming it through the event loop and the thread pool.
+// oversized body is cut off at the limit), and decompressed by the decoder (a decode worker, or
+// the event loop with decode_workers 0) with the output capped at the same limit (a
+// decompression bomb stops there). Synchronous zlib in a worker takes half the CPU of streaming
+// it through the event loop and the thread pool.
 
 import type { IncomingMessage } from 'node:http';
 import * as zlib from 'node:zlib';
@@ -30,7 +31,7 @@ const zstd = (zlib as unknown as { zstdDecompressSync?: Decompress }).zstdDecomp
 if (typeof zstd === 'function') DECOMPRESSORS['zstd'] = zstd;
 
 /** Content codings this server decodes, for error messages and docs. */
-export const SUPPORTED_ENCODINGS: readonly string[] = ['identity', ...Object.keys(DECOMPRESSORS)];
+const SUPPORTED_ENCODINGS: readonly string[] = ['identity', ...Object.keys(DECOMPRESSORS)];
 
 /**
  * The codings to undo, in order, for a Content-Encoding header (codings are listed in the order
@@ -59,7 +60,7 @@ function tooLarge(limit: number, what: string): BodyError {
 }
 
 /**
- * Undoes the codings (from `codingsFor`) in one synchronous call each, in a decode worker: zlib's
+ * Undoes the codings (from `codingsFor`) in one synchronous call each, in the decoder: zlib's
  * output is capped at `limit` bytes, so a decompression bomb stops there instead of being inflated
  * into memory. Throws a BodyError: 413 over the limit, 400 for corrupt data.
  */

@@ -152,13 +152,13 @@ export interface DecoderInit {
 const DECODER_YOUNG_GENERATION_MB = 16;
 
 /** Bytes of bodies that may wait for or be in a decode worker, at least (see Decoders). */
-export const DECODE_BACKLOG_BYTES = 256 * 1024 * 1024;
+const DECODE_BACKLOG_BYTES = 256 * 1024 * 1024;
 
 /**
  * Where request bodies are decoded: a pool of `workers` threads, or the calling thread with 0
  * workers (the same code either way). The bodies read but not yet decoded are bounded by
  * `backlogBytes` (one body is always let in): beyond it a request is answered "busy" at once
- * instead of holding its body in memory, as the event loop's own decoding used to bound it.
+ * instead of holding its body in memory.
  */
 export class Decoders {
   private readonly pool: WorkerPool | null;

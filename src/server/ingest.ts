@@ -27,7 +27,7 @@ interface SignalRoute {
   itemWord: string;
 }
 
-export const SIGNAL_ROUTES: readonly SignalRoute[] = [
+const SIGNAL_ROUTES: readonly SignalRoute[] = [
   { signal: 'traces', path: '/v1/traces', itemTables: ['spans'], itemWord: 'spans' },
   { signal: 'logs', path: '/v1/logs', itemTables: ['logs'], itemWord: 'log records' },
   {
@@ -43,7 +43,7 @@ const CONTENT_TYPE: Record<Format, string> = {
   protobuf: 'application/x-protobuf',
 };
 
-/** Seconds a client is asked to wait before retrying when the queue is full. */
+/** Seconds a client is asked to wait before retrying (queue full, decoders busy, server stopping). */
 const RETRY_AFTER_S = 1;
 
 export interface IngestRouteOptions {
@@ -59,7 +59,7 @@ export interface IngestRouteOptions {
 }
 
 /** The body format named by a Content-Type header (parameters such as charset are ignored). */
-export function formatOf(contentType: string | undefined): Format | null {
+function formatOf(contentType: string | undefined): Format | null {
   if (contentType === undefined) return null;
   const semi = contentType.indexOf(';');
   const media = (semi === -1 ? contentType : contentType.slice(0, semi)).trim().toLowerCase();
@@ -120,8 +120,9 @@ export function registerIngestRoutes(app: FastifyInstance, opts: IngestRouteOpti
   const dropsByPolicy = logger.options.producer_config.drop_policy === 'drop_newest';
   const wait = opts.ingestWaitMs === undefined ? {} : { waitMs: opts.ingestWaitMs };
 
-  // Bodies are read by the handlers (with the body limit) and decompressed and decoded in the
-  // decode workers; fastify only hands the raw stream over, whatever the content type.
+  // Bodies are read by the handlers (with the body limit) and decompressed and decoded by the
+  // Decoders (worker threads, or inline with decode_workers 0); fastify only hands the raw stream
+  // over, whatever the content type.
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', (_req, _payload, done) => done(null, undefined));
 
@@ -166,18 +167,17 @@ export function registerIngestRoutes(app: FastifyInstance, opts: IngestRouteOpti
     }
 
     let codings: string[];
-    let body: Buffer;
     try {
       codings = codingsFor(headerValue(request.headers['content-encoding']));
+    } catch (err) {
+      if (err instanceof BodyError) return sendText(reply, err.statusCode, err.message);
+      throw err;
+    }
+    let body: Buffer;
+    try {
       body = await readBody(request.raw, opts.bodyLimitBytes);
     } catch (err) {
-      if (err instanceof BodyError) {
-        if (err.statusCode === 415) {
-          request.raw.resume(); // unread: drained so that the answer reaches the client
-          return sendText(reply, 415, err.message);
-        }
-        return sendStatus(reply, err.statusCode, err.message, format);
-      }
+      if (err instanceof BodyError) return sendStatus(reply, err.statusCode, err.message, format);
       throw err;
     }
 

@@ -17,8 +17,8 @@ export const READ_ROUTES: readonly { path: string; table: TableName }[] = [
   { path: '/api/metrics/hist', table: 'metrics_hist' },
 ];
 
-export const DEFAULT_LIMIT = 100;
-export const MAX_LIMIT = 10_000;
+const DEFAULT_LIMIT = 100;
+const MAX_LIMIT = 10_000;
 
 /** HTTP parameter -> field of the read query model. */
 const PARAMS: Record<string, keyof ReadQuery> = {
@@ -37,10 +37,10 @@ const PARAMS: Record<string, keyof ReadQuery> = {
   limit: 'maxRows',
   storage: 'storage',
 };
-export const QUERY_PARAMETERS: readonly string[] = Object.keys(PARAMS);
+const QUERY_PARAMETERS: readonly string[] = Object.keys(PARAMS);
 
 /** A request parameter that cannot be used; the message names the parameter. */
-export class ParamError extends Error {
+class ParamError extends Error {
   readonly param: string;
   constructor(param: string, message: string) {
     super(`invalid parameter ${param}: ${message}`);
@@ -69,7 +69,7 @@ function hexId(param: string, text: string, length: number): string {
 }
 
 /** Turns the HTTP query string of a read endpoint into a validated read query. */
-export function parseReadParams(table: TableName, raw: Record<string, unknown>): ReadQuery {
+function parseReadParams(table: TableName, raw: Record<string, unknown>): ReadQuery {
   const q: Record<string, unknown> = { maxRows: DEFAULT_LIMIT };
   for (const [param, value] of Object.entries(raw)) {
     const field = PARAMS[param];

@@ -3,6 +3,8 @@
 // catchable error instead of aborting the process. Workers are
 // recycled after a number of tasks because polars frees native memory only when V8 collects.
 
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import {
   isMainThread,
   parentPort,
@@ -21,11 +23,10 @@ type Pending = { resolve: (v: unknown) => void; reject: (e: Error) => void };
 
 interface Slot {
   worker: Worker;
-  /** Tasks posted and not answered yet. */
-  inFlight: number;
   tasksRun: number;
   /** Takes no new task: it is replaced once its tasks in flight are answered. */
   retiring: boolean;
+  /** Tasks posted and not answered yet (a failed worker's are rejected and cleared). */
   pending: Map<number, Pending>;
 }
 
@@ -84,11 +85,10 @@ export class WorkerPool {
   private dispatch(): void {
     while (this.queue.length > 0) {
       let slot = this.idlest();
-      if ((!slot || slot.inFlight > 0) && this.slots.length < this.opts.size) slot = this.spawn();
+      if ((!slot || slot.pending.size > 0) && this.slots.length < this.opts.size) slot = this.spawn();
       if (!slot) return;
       const job = this.queue.shift()!;
       const id = this.nextId++;
-      slot.inFlight++;
       slot.worker.ref(); // a task in flight keeps the process alive; an idle worker does not
       slot.pending.set(id, job.p);
       slot.worker.postMessage({ id, task: job.task, payload: job.payload }, job.transfer);
@@ -99,8 +99,8 @@ export class WorkerPool {
   private idlest(): Slot | undefined {
     let best: Slot | undefined;
     for (const s of this.slots) {
-      if (s.retiring || s.inFlight >= this.opts.maxInFlight) continue;
-      if (!best || s.inFlight < best.inFlight) best = s;
+      if (s.retiring || s.pending.size >= this.opts.maxInFlight) continue;
+      if (!best || s.pending.size < best.pending.size) best = s;
     }
     return best;
   }
@@ -113,14 +113,13 @@ export class WorkerPool {
       resourceLimits: this.opts.resourceLimits,
     });
     worker.unref();
-    const slot: Slot = { worker, inFlight: 0, tasksRun: 0, retiring: false, pending: new Map() };
+    const slot: Slot = { worker, tasksRun: 0, retiring: false, pending: new Map() };
     worker.on(
       'message',
       (msg: { id: number; ok: boolean; result?: unknown; error?: string; returned?: unknown }) => {
         const p = slot.pending.get(msg.id);
         slot.pending.delete(msg.id);
-        slot.inFlight--;
-        if (slot.inFlight === 0) slot.worker.unref();
+        if (slot.pending.size === 0) slot.worker.unref();
         slot.tasksRun++;
         if (p) {
           if (msg.ok) p.resolve(msg.result);
@@ -133,7 +132,7 @@ export class WorkerPool {
             );
         }
         if (this.opts.recycleAfter > 0 && slot.tasksRun >= this.opts.recycleAfter) slot.retiring = true;
-        if (slot.retiring && slot.inFlight === 0) this.retire(slot);
+        if (slot.retiring && slot.pending.size === 0) this.retire(slot);
         this.dispatch();
       },
     );
@@ -172,9 +171,9 @@ export class WorkerPool {
       this.slots.map(
         (s) =>
           new Promise<void>((resolve) => {
-            if (s.inFlight === 0) return resolve();
+            if (s.pending.size === 0) return resolve();
             const t = setInterval(() => {
-              if (s.inFlight === 0) {
+              if (s.pending.size === 0) {
                 clearInterval(t);
                 resolve();
               }
@@ -239,4 +238,14 @@ export class ReturnedInput extends Error {
     this.value = value;
     this.transfer = transfer;
   }
+}
+
+/**
+ * A young-generation (or full) collection on demand, for a worker thread: polars frees a frame's
+ * native memory only when V8 collects its JS wrapper, which a small heap rarely asks for.
+ */
+export function exposeGc(): (type: 'minor' | 'major') => void {
+  setFlagsFromString('--expose-gc');
+  const gc = runInNewContext('gc') as (o: { type: 'minor' | 'major' }) => void;
+  return (type) => gc({ type });
 }
