@@ -38,12 +38,12 @@ import {
   batchesRows,
   batchList,
   type ColumnBatch,
+  checkRepeats,
   columnKind,
   columnLength,
   columnsOf,
   isValid,
   transferables,
-  type Utf8Data,
 } from './batch.ts';
 import { type CheckpointContent, decodeCheckpoint } from './checkpoint.ts';
 import type {
@@ -237,25 +237,38 @@ async function readLastCheckpointVersion(logDir: string): Promise<number | null>
   }
 }
 
-async function listLog(logDir: string): Promise<{ commits: number[]; checkpoints: number[] }> {
+/** What one listing of a `_delta_log` folder holds. */
+export interface LogListing {
+  /** Commit versions, oldest first. */
+  commits: number[];
+  /** Checkpoint versions, newest first. */
+  checkpoints: number[];
+  /** Whether `_last_checkpoint` is present (readers key their cached snapshots on it too). */
+  lastCheckpoint: boolean;
+}
+
+/** Lists a log folder; a missing folder lists empty. */
+export async function listLog(logDir: string): Promise<LogListing> {
   let names: string[];
   try {
     names = await readdir(logDir);
   } catch (err) {
-    if (errCode(err) === 'ENOENT') return { commits: [], checkpoints: [] };
+    if (errCode(err) === 'ENOENT') return { commits: [], checkpoints: [], lastCheckpoint: false };
     throw err;
   }
   const commits: number[] = [];
   const checkpoints: number[] = [];
+  let lastCheckpoint = false;
   for (const n of names) {
     const c = parseCommitVersion(n);
     if (c !== null) commits.push(c);
     const k = parseCheckpointVersion(n);
     if (k !== null) checkpoints.push(k);
+    if (n === LAST_CHECKPOINT) lastCheckpoint = true;
   }
   commits.sort((a, b) => a - b);
   checkpoints.sort((a, b) => b - a);
-  return { commits, checkpoints };
+  return { commits, checkpoints, lastCheckpoint };
 }
 
 /** Applies commits after `state.version` until the next one does not exist yet. */
@@ -333,20 +346,6 @@ function sizeTier(rows: number, base: number): number {
 }
 
 // ---------------------------------------------------------------------------------------------
-
-/** A repeat row (see ColumnData) stores no bytes, is not null, and has an earlier row to repeat. */
-function checkRepeats(name: string, col: Utf8Data, rows: number): void {
-  const { repeats, offsets, valid } = col;
-  let held = false; // an earlier row holds a value
-  for (let i = 0; i < rows; i++) {
-    const isNull = valid !== null && valid[i] !== 1;
-    if (repeats![i] !== 1) held ||= !isNull;
-    else if (!held || isNull || offsets[i] !== offsets[i + 1])
-      throw new TypeError(
-        `column ${name}: row ${i} is marked as a repeat but is null, has bytes or has no value to repeat`,
-      );
-  }
-}
 
 export class DeltaTable {
   readonly dir: string;
@@ -936,7 +935,7 @@ export class DeltaTable {
   async cleanupLog(opts: { retentionMs: number }): Promise<{ deleted: number }> {
     if (!(opts.retentionMs >= 0)) throw new TypeError('retentionMs must be >= 0');
     const cutoff = Date.now() - opts.retentionMs;
-    const { checkpoints } = await listLog(this.logDir);
+    const { commits, checkpoints } = await listLog(this.logDir);
     let keep: number | null = null;
     for (const cp of checkpoints) {
       if (cp > this.state.version) continue;
@@ -948,10 +947,8 @@ export class DeltaTable {
     }
     if (keep === null) return { deleted: 0 };
     const doomed: { version: number; name: string }[] = [];
-    for (const name of await readdir(this.logDir)) {
-      const v = parseCommitVersion(name) ?? parseCheckpointVersion(name);
-      if (v !== null && v < keep) doomed.push({ version: v, name });
-    }
+    for (const v of commits) if (v < keep) doomed.push({ version: v, name: commitFileName(v) });
+    for (const v of checkpoints) if (v < keep) doomed.push({ version: v, name: checkpointFileName(v) });
     doomed.sort((a, b) => a.version - b.version);
     let deleted = 0;
     for (const d of doomed) {

@@ -4,9 +4,9 @@
 
 import { readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { LAST_CHECKPOINT, LOG_DIR } from '../delta/actions.ts';
+import { LOG_DIR } from '../delta/actions.ts';
 import { compareCodePoints, type FileStats } from '../delta/stats.ts';
-import { DeltaTable } from '../delta/table.ts';
+import { DeltaTable, listLog } from '../delta/table.ts';
 import { readDayPhases } from '../storage/days-index.ts';
 import type { InstanceLayout } from '../storage/layout.ts';
 import { validateDay } from '../storage/layout.ts';
@@ -127,8 +127,6 @@ export async function resolveDays(layout: InstanceLayout, q: NormalizedQuery): P
   return out;
 }
 
-const COMMIT_OR_CHECKPOINT = /^\d{20}\.(json|checkpoint\.parquet)$/;
-
 /** Could a file with these statistics hold a row passing every filter? Unknown = yes. */
 export function mayMatch(stats: FileStats | null, filters: readonly RowFilter[]): boolean {
   if (stats === null) return true;
@@ -161,16 +159,12 @@ interface Snapshot {
 const snapshots = new Map<string, Snapshot>();
 const MAX_SNAPSHOTS = 256;
 
-/** The commit and checkpoint files of a log; null when the folder has no committed table. */
+/** The commit and checkpoint files of a log as a key; null when the folder has no committed table. */
 async function logListing(dir: string): Promise<string | null> {
-  let names: string[];
-  try {
-    names = await readdir(join(dir, LOG_DIR));
-  } catch {
-    return null;
-  }
-  const log = names.filter((n) => COMMIT_OR_CHECKPOINT.test(n) || n === LAST_CHECKPOINT).sort();
-  return log.some((n) => n !== LAST_CHECKPOINT) ? log.join('/') : null;
+  // Any unreadable log reads as no table, not only a missing one.
+  const log = await listLog(join(dir, LOG_DIR)).catch(() => null);
+  if (log === null || (log.commits.length === 0 && log.checkpoints.length === 0)) return null;
+  return `${log.commits}/${log.checkpoints}/${log.lastCheckpoint}`;
 }
 
 /**
