@@ -12,9 +12,9 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import pl from 'nodejs-polars';
 import { BatchBuilder, type ColumnBatch } from '../src/delta/batch.ts';
 import { closeDeltaWorkers, DeltaTable } from '../src/delta/table.ts';
+import { scanFiles } from '../src/read/scan.ts';
 import { SCHEMAS } from '../src/schema/tables.ts';
 import { defaultOptions } from '../src/storage/options.ts';
 
@@ -86,7 +86,7 @@ async function openAndRead(
     const t = await DeltaTable.open(dir);
     const t1 = performance.now();
     const paths = t.liveFilePaths();
-    const df = pl.concat(paths.map((p) => pl.scanParquet(p))).collectSync();
+    const df = scanFiles('logs', paths).collectSync();
     const t2 = performance.now();
     rows = df.height;
     files = paths.length;

@@ -166,6 +166,10 @@ function joinColumn(
   return { kind: 'utf8', bytes, offsets, valid, repeats };
 }
 
+// --- repeat rows -------------------------------------------------------------------------------
+// The rule of a utf8 column's `repeats` (see ColumnData), in one place: Utf8Column makes them,
+// the functions below read, expand and check them.
+
 /** The byte range [start, end) holding the value that repeat row `i` repeats. */
 function repeatedSpan(c: Utf8Data, i: number): [number, number] {
   for (let j = i - 1; j >= 0; j--) {
@@ -181,6 +185,69 @@ export function utf8Value(c: Utf8Data, i: number): string | null {
   const [a, b] = c.repeats?.[i] === 1 ? repeatedSpan(c, i) : [c.offsets[i]!, c.offsets[i + 1]!];
   return Buffer.from(c.bytes.buffer, c.bytes.byteOffset, c.bytes.byteLength).toString('utf8', a, b);
 }
+
+/** A utf8 column's first n rows with every repeat row holding its own bytes. */
+export function expandRepeats(col: Utf8Data, n: number): { bytes: Uint8Array; offsets: Int32Array } {
+  const { repeats, offsets, valid } = col;
+  if (!repeats?.subarray(0, n).includes(1)) return { bytes: col.bytes, offsets: offsets.subarray(0, n + 1) };
+  let size = 0;
+  let last = 0; // bytes of the value repeated
+  for (let i = 0; i < n; i++) {
+    if (valid !== null && valid[i] !== 1) continue;
+    if (repeats[i] !== 1) last = offsets[i + 1]! - offsets[i]!;
+    size += last;
+  }
+  const bytes = new Uint8Array(size);
+  const out = new Int32Array(n + 1);
+  let at = 0;
+  let from = 0;
+  let to = 0;
+  const src = col.bytes;
+  for (let i = 0; i < n; i++) {
+    if (valid === null || valid[i] === 1) {
+      if (repeats[i] !== 1) {
+        from = offsets[i]!;
+        to = offsets[i + 1]!;
+      }
+      // Short values byte by byte: a view per row would cost more than the copy.
+      if (to - from > 64) bytes.set(src.subarray(from, to), at);
+      else for (let k = from; k < to; k++) bytes[at + k - from] = src[k]!;
+      at += to - from;
+    }
+    out[i + 1] = at;
+  }
+  return { bytes, offsets: out };
+}
+
+/** A repeat row (see ColumnData) stores no bytes, is not null, and has an earlier row to repeat. */
+export function checkRepeats(name: string, col: Utf8Data, rows: number): void {
+  const { repeats, offsets, valid } = col;
+  let held = false; // an earlier row holds a value
+  for (let i = 0; i < rows; i++) {
+    const isNull = valid !== null && valid[i] !== 1;
+    if (repeats![i] !== 1) held ||= !isNull;
+    else if (!held || isNull || offsets[i] !== offsets[i + 1])
+      throw new TypeError(
+        `column ${name}: row ${i} is marked as a repeat but is null, has bytes or has no value to repeat`,
+      );
+  }
+}
+
+/** The first n rows of a string column as a utf8 column, repeats marked as the builder marks them. */
+export function utf8Of(values: readonly (string | null)[], n: number): Utf8Data {
+  const col = new Utf8Column(n);
+  const valid = new Uint8Array(n);
+  let nulls = 0;
+  for (let i = 0; i < n; i++) {
+    const v = values[i] ?? null;
+    col.push(v);
+    if (v === null) nulls++;
+    else valid[i] = 1;
+  }
+  return { kind: 'utf8', ...col.encoded(n), valid: nulls === 0 ? null : valid };
+}
+
+// --- columns -----------------------------------------------------------------------------------
 
 /** Rows held by a column. */
 export function columnLength(column: ColumnData): number {
@@ -465,6 +532,8 @@ class Utf8Column {
 
   private reserve(bytes: number): void {
     if (this.used + bytes <= this.bytes.length) return;
+    // Offsets are int32, as in Arrow's Utf8 type.
+    if (this.used + bytes > 0x7fffffff) throw new RangeError('string column exceeds 2 GiB in one batch');
     let size = this.bytes.length * 2;
     while (size < this.used + bytes) size *= 2;
     const next = new Uint8Array(size);

@@ -23,7 +23,7 @@ import {
 } from 'apache-arrow';
 import pl from 'nodejs-polars';
 import type { ColumnDef } from '../schema/tables.ts';
-import type { ColumnBatch, ColumnData, Utf8Data } from './batch.ts';
+import { type ColumnBatch, type ColumnData, expandRepeats, utf8Of } from './batch.ts';
 
 /**
  * Packs a 0/1 byte mask into an Arrow validity bitmap, null when every row is valid; rows marked
@@ -63,63 +63,6 @@ function presentBitmap(values: readonly unknown[], n: number): { bits: Uint8Arra
   return nulls === 0 ? { bits: null, nulls: 0 } : { bits, nulls };
 }
 
-const encoder = new TextEncoder();
-
-/**
- * UTF-8 bytes and offsets of a string column. The whole column is encoded in one native call; the
- * per-string encoder is the fallback when joining changed the encoding (a lone surrogate at the
- * end of one string pairing with one at the start of the next).
- */
-function utf8Buffers(
-  values: readonly (string | null)[],
-  n: number,
-): { bytes: Uint8Array; offsets: Int32Array } {
-  const offsets = new Int32Array(n + 1);
-  const all = n === values.length ? values : values.slice(0, n);
-  const joined = all.join(''); // null -> ''
-  const bytes = Buffer.from(joined, 'utf8');
-  let pos = 0;
-  if (bytes.length === joined.length) {
-    // ASCII only: one byte per code unit.
-    for (let i = 0; i < n; i++) {
-      pos += all[i]?.length ?? 0;
-      offsets[i + 1] = pos;
-    }
-    return { bytes, offsets };
-  }
-  for (let i = 0; i < n; i++) {
-    const s = all[i];
-    if (s) pos += Buffer.byteLength(s, 'utf8');
-    offsets[i + 1] = pos;
-  }
-  if (pos === bytes.length) return { bytes, offsets };
-  let capacity = 0;
-  for (let i = 0; i < n; i++) capacity += (all[i]?.length ?? 0) * 3;
-  const exact = new Uint8Array(capacity);
-  pos = 0;
-  for (let i = 0; i < n; i++) {
-    const s = all[i];
-    if (s) pos += encoder.encodeInto(s, exact.subarray(pos)).written;
-    offsets[i + 1] = pos;
-  }
-  return { bytes: exact.subarray(0, pos), offsets };
-}
-
-function utf8Data(values: readonly (string | null)[], n: number): Data {
-  // Lone surrogates are encoded as U+FFFD, as stats.storedString assumes.
-  const { bytes, offsets } = utf8Buffers(values, n);
-  if (bytes.length > 0x7fffffff) throw new RangeError('string column exceeds 2 GiB in one batch');
-  const { bits, nulls } = presentBitmap(values, n);
-  return makeData({
-    type: new Utf8(),
-    length: n,
-    nullCount: nulls,
-    nullBitmap: bits,
-    valueOffsets: offsets,
-    data: bytes,
-  });
-}
-
 function listData<T extends BigInt64Array | Float64Array>(
   values: readonly (T | null)[],
   n: number,
@@ -153,7 +96,7 @@ function listData<T extends BigInt64Array | Float64Array>(
 function columnData(col: ColumnData, n: number, repeats: Uint8Array | null): Data {
   switch (col.kind) {
     case 'string':
-      return utf8Data(col.values, n);
+      throw new TypeError('string columns cross as utf8 (utf8Of)');
     case 'utf8': {
       const { bits, nulls } = bitmap(col.valid, n, repeats);
       const { bytes, offsets } = repeats ? { bytes: col.bytes, offsets: col.offsets } : expandRepeats(col, n);
@@ -209,39 +152,6 @@ function repeatsIn(col: ColumnData, n: number): Uint8Array | null {
   return repeats.includes(1) ? repeats : null;
 }
 
-/** A utf8 column's first n rows with every repeat row holding its own bytes. */
-function expandRepeats(col: Utf8Data, n: number): { bytes: Uint8Array; offsets: Int32Array } {
-  const { repeats, offsets, valid } = col;
-  if (!repeats?.subarray(0, n).includes(1)) return { bytes: col.bytes, offsets: offsets.subarray(0, n + 1) };
-  let size = 0;
-  let last = 0; // bytes of the value repeated
-  for (let i = 0; i < n; i++) {
-    if (valid !== null && valid[i] !== 1) continue;
-    if (repeats[i] !== 1) last = offsets[i + 1]! - offsets[i]!;
-    size += last;
-  }
-  const bytes = new Uint8Array(size);
-  const out = new Int32Array(n + 1);
-  let at = 0;
-  let from = 0;
-  let to = 0;
-  const src = col.bytes;
-  for (let i = 0; i < n; i++) {
-    if (valid === null || valid[i] === 1) {
-      if (repeats[i] !== 1) {
-        from = offsets[i]!;
-        to = offsets[i + 1]!;
-      }
-      // Short values byte by byte: a view per row would cost more than the copy.
-      if (to - from > 64) bytes.set(src.subarray(from, to), at);
-      else for (let k = from; k < to; k++) bytes[at + k - from] = src[k]!;
-      at += to - from;
-    }
-    out[i + 1] = at;
-  }
-  return { bytes, offsets: out };
-}
-
 /** A column whose repeat rows cross as nulls; `nulls` names the Bool column of its real nulls. */
 interface Refill {
   name: string;
@@ -262,8 +172,9 @@ export function batchTable(
   const refills: Refill[] = [];
   const extra: Record<string, Vector> = {};
   for (const def of columns) {
-    const col = batch.columns[def.name];
-    if (!col) throw new Error(`batch has no column ${def.name}`);
+    const given = batch.columns[def.name];
+    if (!given) throw new Error(`batch has no column ${def.name}`);
+    const col = given.kind === 'string' ? utf8Of(given.values, n) : given;
     const repeats = repeatsIn(col, n);
     vectors[def.name] = makeVector(columnData(col, n, repeats));
     if (repeats === null) continue;

@@ -61,6 +61,27 @@ test('strings: non-ASCII, empty, null and lone surrogates (stored as U+FFFD)', (
   assert.deepEqual(df.getColumn('project_id').toArray(), ['p0', 'p1', 'p2', 'p3', 'p4', 'p5', 'p6']);
 });
 
+test('string columns (arrays of strings) cross like built ones: repeats, nulls, lone surrogates', () => {
+  const schema = SCHEMAS.logs;
+  const pattern = ['a', 'a', null, 'end\ud83d', '😀 é', '😀 é', null, '', ''];
+  const expected = ['a', 'a', null, 'end\ufffd', '😀 é', '😀 é', null, '', ''];
+  for (const n of [pattern.length, 9_000]) {
+    const rows = Array.from({ length: n }, () => ({ project_id: 'p', event_ts: 1n, time_unix_nano: 1n }));
+    const built = batchFromRows(schema, rows);
+    const body = Array.from({ length: n }, (_, i) => pattern[i % pattern.length]!);
+    const batch = {
+      numRows: n,
+      columns: { ...built.columns, body: { kind: 'string' as const, values: body } },
+    };
+    const df = batchFrame(schema.columns, batch).collectSync();
+    assert.deepEqual(
+      df.getColumn('body').toArray(),
+      Array.from({ length: n }, (_, i) => expected[i % expected.length]!),
+      `${n} rows`,
+    );
+  }
+});
+
 test('repeat rows are expanded (small batches) or filled back by polars; real nulls stay null', () => {
   const schema = SCHEMAS.logs;
   const pattern = ['a', 'a', null, 'a', 'bé', 'bé', null, null, 'bé', 'c', 'c'];
