@@ -4,7 +4,7 @@ import { availableParallelism } from 'node:os';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import Fastify, { type FastifyInstance, type FastifyServerOptions, LogController } from 'fastify';
 import type { Logger } from '../index.ts';
-import { loadProtobuf, type ProtoCodec, protobufInstalled } from '../otlp/index.ts';
+import type { ProtoCodec } from '../otlp/index.ts';
 import { VERSION } from '../version.ts';
 import { Decoders } from './decode.ts';
 import { registerIngestRoutes } from './ingest.ts';
@@ -33,11 +33,6 @@ export async function buildServer(logger: Logger, opts: BuildServerOptions = {})
       `invalid server_config.default_project_id ${JSON.stringify(server.default_project_id)}: use ${PROJECT_ID_RULE}`,
     );
   }
-  const workers = server.decode_workers ?? availableParallelism();
-  // Decode workers build their own codec: the event loop needs one only to decode inline.
-  const protobuf = opts.proto !== undefined ? opts.proto !== null : await protobufInstalled();
-  const codec = workers > 0 || !protobuf ? null : (opts.proto ?? (await loadProtobuf()));
-
   const app = Fastify({
     logger: opts.log ?? false,
     // One line per request would cost more than the request at ingest rates; errors are still logged.
@@ -47,6 +42,15 @@ export async function buildServer(logger: Logger, opts: BuildServerOptions = {})
     return503OnClosing: true,
     forceCloseConnections: 'idle',
   });
+
+  const decoders = await Decoders.create({
+    settings: logger.validation,
+    workers: server.decode_workers ?? availableParallelism(),
+    proto: opts.proto,
+    ...(opts.decodeBacklogBytes === undefined ? {} : { backlogBytes: opts.decodeBacklogBytes }),
+  });
+  // After the last request: fastify runs onClose hooks once in-flight requests are answered.
+  app.addHook('onClose', async () => decoders.close());
 
   app.setErrorHandler((err: Error & { statusCode?: number }, request, reply) => {
     const status = err.statusCode !== undefined && err.statusCode >= 400 ? err.statusCode : 500;
@@ -75,7 +79,7 @@ export async function buildServer(logger: Logger, opts: BuildServerOptions = {})
       uptime_s: Math.round((Date.now() - startedAt) / 100) / 10,
       pid: process.pid,
       instance_id: logger.layout.instanceId,
-      protobuf,
+      protobuf: decoders.protobuf,
       memory: { rss: mem.rss, heap_used: mem.heapUsed, heap_total: mem.heapTotal, external: mem.external },
       event_loop_delay_ms: {
         p50: ms(loopDelay.percentile(50)),
@@ -86,18 +90,8 @@ export async function buildServer(logger: Logger, opts: BuildServerOptions = {})
     };
   });
 
-  const decoders = new Decoders({
-    settings: logger.validation,
-    workers,
-    protobuf,
-    codec,
-    ...(opts.decodeBacklogBytes === undefined ? {} : { backlogBytes: opts.decodeBacklogBytes }),
-  });
-  // After the last request: fastify runs onClose hooks once in-flight requests are answered.
-  app.addHook('onClose', async () => decoders.close());
   registerIngestRoutes(app, {
     logger,
-    protobuf,
     decoders,
     bodyLimitBytes: server.body_limit_bytes,
     defaultProjectId: server.default_project_id,

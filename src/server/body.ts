@@ -86,17 +86,13 @@ export function decompress(body: Buffer, codings: readonly string[], limit: numb
  */
 export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
   const declared = req.headers['content-length'];
-  const n = declared === undefined ? -1 : Number(declared);
-  if (n > limit) {
+  const length = declared === undefined ? -1 : Number(declared);
+  if (length > limit) {
     req.resume();
     return Promise.reject(tooLarge(limit, 'size (Content-Length)'));
   }
-  return readPlain(req, limit, n);
-}
-
-/** A single chunk is returned as is, a known length is copied once into place. */
-function readPlain(req: IncomingMessage, limit: number, length: number): Promise<Buffer> {
   return new Promise((resolve, reject) => {
+    // With a Content-Length the bytes are copied once into place; else chunks are joined at the end.
     let into: Buffer | null = length > 0 ? Buffer.allocUnsafe(length) : null;
     const chunks: Buffer[] = [];
     let received = 0;

@@ -7,9 +7,11 @@ import { BatchBuilder, type PackedBatch, packBatch } from '../delta/batch.ts';
 import {
   type BodyFormat,
   decodeRequest,
+  loadProtobuf,
   mapRequest,
   OtlpDecodeError,
   type ProtoCodec,
+  protobufInstalled,
   type Signal,
 } from '../otlp/index.ts';
 import { type Row, SCHEMAS, type TableName } from '../schema/tables.ts';
@@ -154,6 +156,14 @@ const DECODER_YOUNG_GENERATION_MB = 16;
 /** Bytes of bodies that may wait for or be in a decode worker, at least (see Decoders). */
 const DECODE_BACKLOG_BYTES = 256 * 1024 * 1024;
 
+export interface DecodersOptions {
+  settings: ValidationSettings;
+  workers: number;
+  /** The codec, or null for JSON only. Default: protobuf when the optional protobufjs is installed. */
+  proto?: ProtoCodec | null;
+  backlogBytes?: number;
+}
+
 /**
  * Where request bodies are decoded: a pool of `workers` threads, or the calling thread with 0
  * workers (the same code either way). The bodies read but not yet decoded are bounded by
@@ -161,26 +171,27 @@ const DECODE_BACKLOG_BYTES = 256 * 1024 * 1024;
  * instead of holding its body in memory.
  */
 export class Decoders {
+  /** Whether protobuf bodies are decoded; the ingest route refuses them (415) when not. */
+  readonly protobuf: boolean;
   private readonly pool: WorkerPool | null;
   private readonly inline: RequestDecoder | null;
   private readonly backlogBytes: number;
   private pendingBytes = 0;
 
-  /**
-   * `protobuf`: whether protobuf bodies are decoded at all. Workers build their own codec; with 0
-   * workers `codec` must be given for protobuf.
-   */
-  constructor(o: {
-    settings: ValidationSettings;
-    workers: number;
-    protobuf: boolean;
-    codec: ProtoCodec | null;
-    backlogBytes?: number;
-  }) {
+  /** Settles, once, whether protobuf is decoded: the ingest route and /healthz read `protobuf`. */
+  static async create(o: DecodersOptions): Promise<Decoders> {
+    const protobuf = o.proto !== undefined ? o.proto !== null : await protobufInstalled();
+    // Decode workers build their own codec: the event loop needs one only to decode inline.
+    const codec = o.workers > 0 || !protobuf ? null : (o.proto ?? (await loadProtobuf()));
+    return new Decoders(o, protobuf, codec);
+  }
+
+  private constructor(o: DecodersOptions, protobuf: boolean, codec: ProtoCodec | null) {
     const { settings, workers } = o;
+    this.protobuf = protobuf;
     this.backlogBytes = o.backlogBytes ?? DECODE_BACKLOG_BYTES;
     if (workers > 0) {
-      const workerData: DecoderInit = { protobuf: o.protobuf, settings };
+      const workerData: DecoderInit = { protobuf, settings };
       // Two tasks per worker: it decodes the next body while the event loop queues the last one.
       this.pool = new WorkerPool(siblingModule(import.meta.url, 'decode-worker'), {
         size: workers,
@@ -193,7 +204,7 @@ export class Decoders {
       this.inline = null;
     } else {
       this.pool = null;
-      this.inline = new RequestDecoder(o.protobuf ? o.codec : null, settings);
+      this.inline = new RequestDecoder(codec, settings);
     }
   }
 

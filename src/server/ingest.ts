@@ -9,6 +9,7 @@ import {
   type BodyFormat,
   encodeExportResponse,
   encodeStatus,
+  PROTOBUF_PACKAGE,
   rpcCodeForHttpStatus,
   type Signal,
 } from '../otlp/index.ts';
@@ -48,9 +49,7 @@ const RETRY_AFTER_S = 1;
 
 export interface IngestRouteOptions {
   logger: Logger;
-  /** Whether protobuf bodies are accepted (the optional `protobufjs` package is installed). */
-  protobuf: boolean;
-  /** Where bodies are decoded, mapped and normalized (worker threads, or inline). */
+  /** Where bodies are decoded, mapped and normalized (worker threads, or inline); also whether protobuf is. */
   decoders: Decoders;
   bodyLimitBytes: number;
   defaultProjectId: string;
@@ -114,7 +113,7 @@ function describeRejections(
 }
 
 export function registerIngestRoutes(app: FastifyInstance, opts: IngestRouteOptions): void {
-  const { logger, protobuf, decoders } = opts;
+  const { logger, decoders } = opts;
   // Per server, not per request: drop_newest refuses rows by design (they count as rejected, not
   // retried); with block, a queue that stayed full asks the client to retry later.
   const dropsByPolicy = logger.options.producer_config.drop_policy === 'drop_newest';
@@ -147,12 +146,13 @@ export function registerIngestRoutes(app: FastifyInstance, opts: IngestRouteOpti
           'send application/json or application/x-protobuf',
       );
     }
-    if (format === 'protobuf' && !protobuf) {
+    // Refused before the body is read; the decoders would have no codec for it.
+    if (format === 'protobuf' && !decoders.protobuf) {
       return sendText(
         reply,
         415,
-        'protobuf request bodies need the optional package "protobufjs": install it with ' +
-          '`npm install protobufjs` and restart the server, or send application/json',
+        `protobuf request bodies need the optional package "${PROTOBUF_PACKAGE}": install it with ` +
+          `\`npm install ${PROTOBUF_PACKAGE}\` and restart the server, or send application/json`,
       );
     }
 

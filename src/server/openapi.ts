@@ -3,6 +3,7 @@
 
 import { SCHEMAS, type TableName } from '../schema/tables.ts';
 import { VERSION } from '../version.ts';
+import { PROJECT_ID_PATTERN } from './project.ts';
 
 // Mirrors READ_ROUTES in read-api.ts (kept here to avoid an import cycle).
 const READ_PATHS: readonly [string, TableName, string][] = [
@@ -14,84 +15,77 @@ const READ_PATHS: readonly [string, TableName, string][] = [
   ['/api/metrics/hist', 'metrics_hist', 'Histogram, exponential histogram and summary data points'],
 ];
 
-const str = (description: string, extra: object = {}) => ({
+/** An optional query parameter; `extra` holds serialization fields such as style. */
+const query = (name: string, description: string, schema: object, extra: object = {}) => ({
+  name,
   in: 'query',
   required: false,
   description,
-  schema: { type: 'string', ...extra },
+  ...extra,
+  schema,
 });
+
+const str = (name: string, description: string, schema: object = {}) =>
+  query(name, description, { type: 'string', ...schema });
+
+const day = (name: string, description: string) => str(name, description, { format: 'date' });
+
+const hexId = (name: string, chars: number) =>
+  str(name, `${chars} hex characters.`, { pattern: `^[0-9a-fA-F]{${chars}}$` });
 
 function readParameters(table: TableName): object[] {
   const columns = SCHEMAS[table].columns.map((c) => c.name);
   const has = (c: string) => columns.includes(c);
   const params: object[] = [
-    {
-      name: 'date_from',
-      ...str('First UTC day, inclusive (YYYY-MM-DD). Default: the earliest day stored.', { format: 'date' }),
-    },
-    {
-      name: 'date_to',
-      ...str('Last UTC day, inclusive (YYYY-MM-DD). Default: the latest day stored.', { format: 'date' }),
-    },
-    { name: 'project_id', ...str('Only rows of this project.') },
-    { name: 'service_name', ...str('Only rows of this service (equality).') },
+    day('date_from', 'First UTC day, inclusive (YYYY-MM-DD). Default: the earliest day stored.'),
+    day('date_to', 'Last UTC day, inclusive (YYYY-MM-DD). Default: the latest day stored.'),
+    str('project_id', 'Only rows of this project.'),
+    str('service_name', 'Only rows of this service (equality).'),
   ];
   if (table === 'logs') {
     params.push(
-      {
-        name: 'severity_ge',
-        in: 'query',
-        required: false,
-        description: 'Minimum severity_number (9 INFO, 13 WARN, 17 ERROR).',
-        schema: { type: 'integer', minimum: 0, maximum: 24 },
-      },
-      { name: 'body_like', ...str('Substring the log body must contain.') },
+      query('severity_ge', 'Minimum severity_number (9 INFO, 13 WARN, 17 ERROR).', {
+        type: 'integer',
+        minimum: 0,
+        maximum: 24,
+      }),
+      str('body_like', 'Substring the log body must contain.'),
     );
   }
-  if (has('trace_id'))
-    params.push({ name: 'trace_id', ...str('32 hex characters.', { pattern: '^[0-9a-fA-F]{32}$' }) });
-  if (has('span_id'))
-    params.push({ name: 'span_id', ...str('16 hex characters.', { pattern: '^[0-9a-fA-F]{16}$' }) });
-  if (has('name')) params.push({ name: 'name', ...str('Span or event name (equality).') });
+  if (has('trace_id')) params.push(hexId('trace_id', 32));
+  if (has('span_id')) params.push(hexId('span_id', 16));
+  if (has('name')) params.push(str('name', 'Span or event name (equality).'));
   if (has('metric_name')) {
     params.push(
-      { name: 'metric_name', ...str('Metric name (equality).') },
-      {
-        name: 'metric_type',
-        ...str('Metric type.', {
-          enum:
-            table === 'metrics_points' ? ['gauge', 'sum'] : ['histogram', 'exponential_histogram', 'summary'],
-        }),
-      },
+      str('metric_name', 'Metric name (equality).'),
+      str('metric_type', 'Metric type.', {
+        enum:
+          table === 'metrics_points' ? ['gauge', 'sum'] : ['histogram', 'exponential_histogram', 'summary'],
+      }),
     );
   }
   params.push(
-    {
-      name: 'select',
-      in: 'query',
-      required: false,
-      description: 'Columns to return: a comma-separated list, or the parameter repeated. Default: all.',
-      style: 'form',
-      explode: true,
-      schema: { type: 'array', items: { type: 'string', enum: columns } },
-    },
-    {
-      name: 'limit',
-      in: 'query',
-      required: false,
-      description: 'Most rows returned (the newest by event_ts).',
-      schema: { type: 'integer', minimum: 1, maximum: 10000, default: 100 },
-    },
-    {
-      name: 'storage',
-      ...str('auto: object storage for shipped days, local otherwise; local; s3.', {
-        enum: ['auto', 'local', 's3'],
-        default: 'auto',
-      }),
-    },
+    query(
+      'select',
+      'Columns to return: a comma-separated list, or the parameter repeated. Default: all.',
+      { type: 'array', items: { type: 'string', enum: columns } },
+      { style: 'form', explode: true },
+    ),
+    query('limit', 'Most rows returned (the newest by event_ts).', {
+      type: 'integer',
+      minimum: 1,
+      maximum: 10000,
+      default: 100,
+    }),
+    str('storage', 'auto: object storage for shipped days, local otherwise; local; s3.', {
+      enum: ['auto', 'local', 's3'],
+      default: 'auto',
+    }),
   );
   return params;
 }
+
+const INT64_PATTERN = '^-?\\d+$';
 
 function rowSchema(table: TableName): object {
   const properties: Record<string, object> = {};
@@ -101,11 +95,11 @@ function rowSchema(table: TableName): object {
     if (typeof c.type === 'object') {
       type = 'array';
       extra = {
-        items: c.type.list === 'long' ? { type: 'string', pattern: '^-?\\d+$' } : { type: 'number' },
+        items: c.type.list === 'long' ? { type: 'string', pattern: INT64_PATTERN } : { type: 'number' },
       };
     } else if (c.type === 'long') {
       type = 'string';
-      extra = { pattern: '^-?\\d+$', description: 'int64 as a decimal string' };
+      extra = { pattern: INT64_PATTERN, description: 'int64 as a decimal string' };
     } else if (c.type === 'timestamp') {
       type = 'string';
       extra = { format: 'date-time' };
@@ -119,25 +113,25 @@ function rowSchema(table: TableName): object {
   return { type: 'object', properties };
 }
 
+/** A JSON body, with a schema when the document describes one. */
+const json = (schema?: object) => ({ 'application/json': schema === undefined ? {} : { schema } });
+
 const errorResponse = {
   description: 'Invalid parameter (the message names it).',
-  content: {
-    'application/json': {
-      schema: {
-        type: 'object',
-        properties: { error: { type: 'string' }, message: { type: 'string' }, parameter: { type: 'string' } },
-      },
-    },
-  },
+  content: json({
+    type: 'object',
+    properties: { error: { type: 'string' }, message: { type: 'string' }, parameter: { type: 'string' } },
+  }),
 };
+
+/** OTLP requests, and the answers to them, come in either encoding. */
+const OTLP_CONTENT = { 'application/json': {}, 'application/x-protobuf': {} };
+
+const OTLP_STATUS = { description: 'google.rpc.Status in the request encoding', content: OTLP_CONTENT };
 
 function otlpPath(service: string, item: string): object {
   const request = `Export${service}ServiceRequest`;
   const response = `Export${service}ServiceResponse`;
-  const status = {
-    description: 'google.rpc.Status in the request encoding',
-    content: { 'application/json': {}, 'application/x-protobuf': {} },
-  };
   return {
     post: {
       summary: `OTLP/HTTP export (${request})`,
@@ -150,28 +144,25 @@ function otlpPath(service: string, item: string): object {
           name: 'X-Project-Id',
           in: 'header',
           required: false,
-          schema: { type: 'string', pattern: '^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$' },
+          schema: { type: 'string', pattern: PROJECT_ID_PATTERN },
         },
       ],
-      requestBody: {
-        required: true,
-        content: { 'application/json': {}, 'application/x-protobuf': {} },
-      },
+      requestBody: { required: true, content: OTLP_CONTENT },
       responses: {
         '200': {
           description: `${response}; partial_success.rejected_${item} counts refused items, with a message.`,
-          content: { 'application/json': {}, 'application/x-protobuf': {} },
+          content: OTLP_CONTENT,
         },
-        '400': status,
+        '400': OTLP_STATUS,
         '405': { description: 'Method other than POST.' },
-        '413': status,
+        '413': OTLP_STATUS,
         '415': { description: 'Unsupported Content-Type or Content-Encoding (plain text).' },
         '503': {
           description:
             'The ingest queue stayed full, the decode workers are busy, or the server is stopping; ' +
             'retry after the Retry-After header.',
           headers: { 'Retry-After': { schema: { type: 'integer' } } },
-          content: status.content,
+          content: OTLP_CONTENT,
         },
       },
     },
@@ -189,7 +180,7 @@ function buildDocument(): object {
         responses: {
           '200': {
             description: 'status, version, uptime, pid, memory, producer, aggregator and shipper stats',
-            content: { 'application/json': {} },
+            content: json(),
           },
         },
       },
@@ -208,17 +199,13 @@ function buildDocument(): object {
         responses: {
           '200': {
             description: 'Matching rows, newest first by event_ts.',
-            content: {
-              'application/json': {
-                schema: {
-                  type: 'object',
-                  properties: {
-                    rows: { type: 'array', items: { $ref: `#/components/schemas/${table}` } },
-                    count: { type: 'integer' },
-                  },
-                },
+            content: json({
+              type: 'object',
+              properties: {
+                rows: { type: 'array', items: { $ref: `#/components/schemas/${table}` } },
+                count: { type: 'integer' },
               },
-            },
+            }),
           },
           '400': errorResponse,
         },
