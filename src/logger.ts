@@ -239,14 +239,17 @@ export class Logger {
     for (const row of rows) {
       const r = normalizer.normalize(row);
       if (typeof r !== 'string') valid.push(r);
-      else {
-        result.rejected++;
-        result.reasons[r] = (result.reasons[r] ?? 0) + 1;
-        result.firstError ??= r;
-        this.producer!.countRejected(r);
-      }
+      else this.countRejected(result, r, 1);
     }
     return settled(result, await this.producer!.enqueue(table, valid, opts.waitMs), valid.length);
+  }
+
+  /** Counts `n` rows rejected for `reason` in the result and in `stats()`. */
+  private countRejected(result: IngestResult, reason: string, n: number): void {
+    result.rejected += n;
+    result.reasons[reason] = (result.reasons[reason] ?? 0) + n;
+    result.firstError ??= reason;
+    this.producer!.countRejected(reason, n);
   }
 
   /** With the logger not running, counts all `n` rows as dropped and returns true. */
@@ -271,12 +274,7 @@ export class Logger {
     if (!this.aggregator) await this.ready;
     if (!SCHEMAS[table]) throw new TypeError(`unknown table ${JSON.stringify(table)}`);
     const result = emptyResult();
-    for (const [reason, n] of Object.entries(opts.rejected ?? {})) {
-      result.rejected += n;
-      result.reasons[reason] = n;
-      result.firstError ??= reason;
-      this.producer!.countRejected(reason, n);
-    }
+    for (const [reason, n] of Object.entries(opts.rejected ?? {})) this.countRejected(result, reason, n);
     if (this.refusedWhenNotRunning(result, batch.numRows)) return result;
     return settled(result, await this.producer!.enqueueBatch(table, batch, opts.waitMs), batch.numRows);
   }

@@ -4,8 +4,11 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { BatchBuilder } from '../src/delta/batch.ts';
 import { DeltaTable } from '../src/delta/table.ts';
 import { Logger, TABLE_NAMES } from '../src/index.ts';
+import { SCHEMAS } from '../src/schema/tables.ts';
+import { RowNormalizer } from '../src/schema/validate.ts';
 
 let dir: string;
 before(async () => {
@@ -210,6 +213,56 @@ describe('Logger', () => {
     const [row] = await logger.readMetricHist({ metricName: 'latency' });
     assert.deepEqual(row['bucket_counts'], [1n, BIG]);
     assert.deepEqual(row['explicit_bounds'], [0.5]);
+  });
+
+  it('counts the rejections of ingestRows and ingestBatch in the result and in stats()', async () => {
+    const logger = await Logger.open({ instanceDir: dir, instanceId: 'rejects', handleSignals: false });
+    const rows = await logger.ingestRows('logs', [
+      { project_id: 'p' },
+      { project_id: 'p', time_unix_nano: 1n, severity_number: 'high' },
+      { project_id: 'p' },
+      { project_id: 'p', time_unix_nano: 1n },
+    ]);
+    assert.deepEqual(rows, {
+      accepted: 1,
+      rejected: 3,
+      dropped: 0,
+      queueFull: false,
+      firstError: 'missing_required:time_unix_nano',
+      reasons: { 'missing_required:time_unix_nano': 2, 'invalid_type:severity_number': 1 },
+    });
+    // A batch as the server's decode workers build it, with the reasons of the rows they refused.
+    const normalizer = new RowNormalizer(SCHEMAS.logs, {
+      validateRequired: true,
+      validateTypes: true,
+      normalizeServiceName: true,
+      defaultServiceName: 'unknown_service',
+      strictColumns: true,
+    });
+    const builder = new BatchBuilder(SCHEMAS.logs);
+    builder.pushValues(normalizer.normalize({ project_id: 'p', time_unix_nano: 2n }) as unknown[]);
+    const batch = builder.finish();
+    const rejected = { 'invalid_type:body': 2, not_an_object: 1 };
+    assert.deepEqual(await logger.ingestBatch('logs', batch, { rejected }), {
+      accepted: 1,
+      rejected: 3,
+      dropped: 0,
+      queueFull: false,
+      firstError: 'invalid_type:body',
+      reasons: rejected,
+    });
+    const expected = { ...rows.reasons, 'invalid_type:body': 2, not_an_object: 1 };
+    assert.deepEqual(logger.stats().producer.rejected, expected);
+    await logger.stop();
+    // Stopped: ingestRows refuses before validating, ingestBatch still counts the caller's rejections.
+    const lateRows = await logger.ingestRows('logs', [{ project_id: 'p' }]);
+    assert.deepEqual([lateRows.rejected, lateRows.dropped, lateRows.firstError], [0, 1, 'stopped']);
+    const lateBatch = await logger.ingestBatch('logs', batch, { rejected: { not_an_object: 4 } });
+    assert.deepEqual(
+      [lateBatch.rejected, lateBatch.reasons, lateBatch.dropped, lateBatch.firstError],
+      [4, { not_an_object: 4 }, 1, 'stopped'],
+    );
+    assert.deepEqual(logger.stats().producer.rejected, { ...expected, not_an_object: 5 });
   });
 
   it('rejects invalid read arguments clearly', async () => {

@@ -318,8 +318,8 @@ function mapLogs(root: Msg, ctx: MapContext, st: MapState, out: Row[]) {
         );
         out.push({
           project_id: r.project_id,
-          // Neither time set: left to the pipeline, which stamps the arrival as the observed time.
-          event_ts: time !== 0n ? nanosToMicros(time) : observed !== 0n ? nanosToMicros(observed) : null,
+          // Derived by RowNormalizer (time, else observed, else arrival), as for library rows.
+          event_ts: null,
           service_name: r.service_name,
           time_unix_nano: time,
           observed_time_unix_nano: observed,

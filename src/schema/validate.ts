@@ -280,6 +280,7 @@ export class RowNormalizer {
   /**
    * A log's observed time defaults to its arrival (OTLP: receivers SHOULD set it when unset);
    * event_ts from the table's nanosecond time (logs fall back to the observed time); span duration.
+   * The only place a log's event_ts is derived: the OTLP mapper leaves it null.
    */
   private computeDerived(out: RowValues): void {
     if (this.observedIdx >= 0 && (out[this.observedIdx] === null || out[this.observedIdx] === 0n)) {

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { decodeRequest, loadProtobuf, type Mapped, mapRequest, type Signal } from '../../src/otlp/index.ts';
-import { FIXTURE_LOG_ATTRIBUTES, jsonToProtobuf, mapProtobuf } from './helpers.ts';
+import { FIXTURE_LOG_ATTRIBUTES, jsonToProtobuf, mapProtobuf, normalized } from './helpers.ts';
 
 const fixture = (name: string) => readFileSync(new URL(`../fixtures/otlp/${name}.json`, import.meta.url));
 
@@ -58,7 +58,8 @@ test('logs.json maps attributes of every AnyValue type', () => {
   assert.equal(log.project_id, 'from-header');
   assert.equal(log.time_unix_nano, 1544712660300000000n);
   assert.equal(log.observed_time_unix_nano, 1544712660300000000n);
-  assert.equal(log.event_ts, 1544712660300000n);
+  assert.equal(log.event_ts, null, 'derived by the normalizer');
+  assert.equal(normalized('logs', log).event_ts, 1544712660300000n);
   assert.equal(log.severity_number, 10);
   assert.equal(log.severity_text, 'Information');
   assert.equal(log.body, 'Example log record');

@@ -2,6 +2,8 @@
 
 import { type Mapped, mapRequest, type ProtoCodec, type Signal } from '../../src/otlp/index.ts';
 import { decodeRequest } from '../../src/otlp/request.ts';
+import { type Row, SCHEMAS, type TableName } from '../../src/schema/tables.ts';
+import { RowNormalizer } from '../../src/schema/validate.ts';
 
 export const CTX = { defaultProjectId: 'default-project' };
 
@@ -16,6 +18,24 @@ export function mapJson(signal: Signal, tree: unknown): Mapped {
 
 export function mapProtobuf(signal: Signal, bytes: Uint8Array, codec: ProtoCodec): Mapped {
   return mapRequest(signal, decodeRequest(signal, bytes, 'protobuf', codec), CTX);
+}
+
+/** The arrival time (ms) `normalized` stamps on logs without an observed time. */
+export const ARRIVAL_MS = 1_763_700_000_123;
+
+/** A mapped row as the pipeline stores it: normalized, with the derived columns filled in. */
+export function normalized(table: TableName, row: Row): Row {
+  const settings = {
+    validateRequired: true,
+    validateTypes: true,
+    normalizeServiceName: true,
+    defaultServiceName: 'unknown_service',
+    strictColumns: true,
+  };
+  const n = new RowNormalizer(SCHEMAS[table], settings, () => ARRIVAL_MS);
+  const values = n.normalize(row);
+  if (typeof values === 'string') throw new Error(`${table} row rejected: ${values}`);
+  return n.toRow(values);
 }
 
 const ID_KEYS = new Set(['traceId', 'spanId', 'parentSpanId', 'trace_id', 'span_id', 'parent_span_id']);

@@ -66,6 +66,8 @@ test('mapped rows carry exactly the schema columns, in order, and pass strict va
           assert.ok(result.ok, `${table}: ${result.ok ? '' : result.reason}`);
           for (const name of names) {
             if (name === 'service_name') continue;
+            // A log's event_ts is derived there (values.test.ts covers it).
+            if (table === 'logs' && name === 'event_ts') continue;
             assert.deepEqual(result.row[name], row[name], `${table}.${name}`);
           }
         }

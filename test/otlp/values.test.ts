@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { loadProtobuf, OtlpDecodeError } from '../../src/otlp/index.ts';
 import { quoteBigIntegers } from '../../src/otlp/request.ts';
-import { jsonToProtobuf, mapJson, mapJsonText, mapProtobuf } from './helpers.ts';
+import { ARRIVAL_MS, jsonToProtobuf, mapJson, mapJsonText, mapProtobuf, normalized } from './helpers.ts';
 
 const TRACE = '5b8efff798038103d269b633813fc60c';
 const SPAN = 'eee19b7ec3c1b174';
@@ -30,7 +30,7 @@ test('int64 beyond 2^53 stays exact as JSON string and as JSON number', () => {
     const row = mapJsonText('logs', json).tables.logs![0]!;
     assert.equal(row.time_unix_nano, 9007199254740993n, form);
     assert.equal(row.observed_time_unix_nano, 9007199254740993n);
-    assert.equal(row.event_ts, 9007199254740n);
+    assert.equal(normalized('logs', row).event_ts, 9007199254740n);
     // Beyond 2^53 as a string, at -2^53 still a number.
     assert.equal(row.attributes, '{"n":"9007199254740993","m":-9007199254740992}');
   }
@@ -567,13 +567,67 @@ test('log bodies: string as is, other values as JSON, absent as null', () => {
   assert.equal(oneLog({ body: {} }).row.body, null);
 });
 
-test('log event_ts falls back to the observed time when time is 0', () => {
-  const { row } = oneLog({ timeUnixNano: '0', observedTimeUnixNano: '1700000000123456789', flags: 1 });
-  assert.equal(row.time_unix_nano, 0n);
-  assert.equal(row.event_ts, 1700000000123456n);
-  assert.equal(row.flags, 1n);
-  // With neither time, the pipeline orders the record by its arrival (see the normalizer).
-  assert.equal(oneLog({ body: { stringValue: 'no time' } }).row.event_ts, null);
+test('log event_ts: the time, else the observed time, else the arrival (derived by the normalizer)', () => {
+  const arrival = BigInt(ARRIVAL_MS) * 1000n;
+  const cases: [time: string | undefined, observed: string | undefined, eventTs: bigint][] = [
+    ['1700000000123456789', '1700000000999999999', 1700000000123456n],
+    ['1700000000123456789', '0', 1700000000123456n],
+    ['0', '1700000000123456789', 1700000000123456n],
+    [undefined, '1700000000123456789', 1700000000123456n],
+    ['0', '0', arrival],
+    [undefined, undefined, arrival],
+    // Before 1970: negative, floored to the microsecond; uint64 above 2^63 reads as negative.
+    ['-1500', '1700000000123456789', -2n],
+    ['18446744073709550116', '0', -2n],
+    ['0', '-1', -1n],
+    ['-1000', '-5000', -1n],
+  ];
+  for (const [time, observed, eventTs] of cases) {
+    const { row } = oneLog({ timeUnixNano: time, observedTimeUnixNano: observed, flags: 1 });
+    assert.equal(row.event_ts, null, 'left to the normalizer, key kept');
+    assert.equal(row.flags, 1n);
+    const stored = normalized('logs', row);
+    assert.equal(stored.event_ts, eventTs, `time ${time}, observed ${observed}`);
+    assert.equal(stored.time_unix_nano, time === undefined ? 0n : BigInt.asIntN(64, BigInt(time)));
+  }
+});
+
+test('span and metric event_ts still come from the mapper, unchanged by the normalizer', () => {
+  const spans = mapJson('traces', {
+    resourceSpans: [
+      {
+        scopeSpans: [
+          {
+            spans: [
+              {
+                traceId: TRACE,
+                spanId: SPAN,
+                startTimeUnixNano: '-1500',
+                events: [{ timeUnixNano: '0' }],
+              },
+            ],
+          },
+        ],
+      },
+    ],
+  }).tables;
+  const metrics = mapJson('metrics', {
+    resourceMetrics: [
+      {
+        scopeMetrics: [
+          { metrics: [{ name: 'g', gauge: { dataPoints: [{ timeUnixNano: '0', asInt: '1' }] } }] },
+        ],
+      },
+    ],
+  }).tables;
+  for (const [table, row, eventTs] of [
+    ['spans', spans.spans![0]!, -2n],
+    ['span_events', spans.span_events![0]!, 0n],
+    ['metrics_points', metrics.metrics_points![0]!, 0n],
+  ] as const) {
+    assert.equal(row.event_ts, eventTs, table);
+    assert.equal(normalized(table, row).event_ts, eventTs, table);
+  }
 });
 
 test('project id: header, else resource project.id, else the default; service name may be missing', () => {
