@@ -126,9 +126,9 @@ let pool: WorkerPool | null = null;
 
 /**
  * Young generation of a Parquet worker. V8 starts a full GC when the old generation's free room
- * (less the ArrayBuffers allocated since the last one: a file's parts and its Arrow stream) falls
+ * (less the ArrayBuffers allocated since the last one: each file's parts arrive as new ones) falls
  * below the young generation's size; with the default size a busy server's worker ran 9-14 full
- * GCs a second on an 11 MB heap. Capped, half as many: V8's helper threads took 21-24% of a core
+ * GCs a second on an 11 MB heap. Capped, half as many: V8's helper threads took 21-30% of a core
  * instead of 29-37%, and spans/s rose from 56-74k to 68-80k (A/B, 4 pairs).
  */
 const PARQUET_YOUNG_GENERATION_MB = 4;
