@@ -92,11 +92,12 @@ function listData<T extends BigInt64Array | Float64Array>(
   } as never) as Data;
 }
 
+/** `string` columns are encoded to utf8 first (utf8Of), like built ones. */
+type EncodedColumn = Exclude<ColumnData, { kind: 'string' }>;
+
 /** `repeats`: those of a utf8 column that polars fills in (repeatsIn), else null. */
-function columnData(col: ColumnData, n: number, repeats: Uint8Array | null): Data {
+function columnData(col: EncodedColumn, n: number, repeats: Uint8Array | null): Data {
   switch (col.kind) {
-    case 'string':
-      throw new TypeError('string columns cross as utf8 (utf8Of)');
     case 'utf8': {
       const { bits, nulls } = bitmap(col.valid, n, repeats);
       const { bytes, offsets } = repeats ? { bytes: col.bytes, offsets: col.offsets } : expandRepeats(col, n);
