@@ -16,7 +16,7 @@ import { BatchBuilder, type ColumnBatch } from '../src/delta/batch.ts';
 import { closeDeltaWorkers, DeltaTable } from '../src/delta/table.ts';
 import { scanFiles } from '../src/read/scan.ts';
 import { SCHEMAS } from '../src/schema/tables.ts';
-import { defaultOptions } from '../src/storage/options.ts';
+import { defaultOptions, deltaOptions } from '../src/storage/options.ts';
 
 const { values: args } = parseArgs({
   options: {
@@ -119,11 +119,7 @@ try {
     `long day: ${APPENDS} appends x ${ROWS} rows; checkpointInterval ${storage.checkpoint_interval}, ` +
       `autoCompact minFiles ${storage.compact_min_files} smallFileRows ${storage.compact_small_file_rows}, zstd ${storage.zstd_level}`,
   );
-  const table = await DeltaTable.createOrOpen(dir, schema, {
-    checkpointInterval: storage.checkpoint_interval,
-    zstdLevel: storage.zstd_level,
-    autoCompact: { minFiles: storage.compact_min_files, smallFileRows: storage.compact_small_file_rows },
-  });
+  const table = await DeltaTable.createOrOpen(dir, schema, deltaOptions(storage));
   const latencies: number[] = [];
   let maxFiles = 0;
   let readerMs = 0;

@@ -18,9 +18,13 @@ import {
 } from './schema/validate.ts';
 import { appendDayPhase, readDayPhases } from './storage/days-index.ts';
 import { DEFAULT_DIR, DEFAULT_INSTANCE_ID, InstanceLayout } from './storage/layout.ts';
-import { type LoggerOptions, type PartialOptions, resolveOptions, saveOptions } from './storage/options.ts';
-
-import { VERSION } from './version.ts';
+import {
+  deltaOptions,
+  type LoggerOptions,
+  type PartialOptions,
+  resolveOptions,
+  saveOptions,
+} from './storage/options.ts';
 
 /** S3-compatible storage settings (shipping arrives with its own issue; kept for the API). */
 export interface S3Config {
@@ -165,15 +169,13 @@ export class Logger {
     const key = `${table}/${day}`;
     let t = this.tables.get(key);
     if (!t) {
-      const s = this.options.storage_config;
       t = (async () => {
         await this.recordOpenDay(day);
-        return DeltaTable.createOrOpen(this.layout.tableDir(day, table), SCHEMAS[table], {
-          checkpointInterval: s.checkpoint_interval,
-          zstdLevel: s.zstd_level,
-          autoCompact: { minFiles: s.compact_min_files, smallFileRows: s.compact_small_file_rows },
-          engineInfo: `otelake/${VERSION}`,
-        });
+        return DeltaTable.createOrOpen(
+          this.layout.tableDir(day, table),
+          SCHEMAS[table],
+          deltaOptions(this.options.storage_config),
+        );
       })();
       t.catch(() => this.tables.delete(key));
       this.tables.set(key, t);

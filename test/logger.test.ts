@@ -196,6 +196,27 @@ describe('Logger', () => {
     assert.match(index, /"day":"2030-01-02","phase":"open"/);
   });
 
+  it("opens each day's tables with the storage_config options", async () => {
+    const logDir = (id: string) => join(dir, id, 'staging', 'days', today(), 'otel', 'logs', '_delta_log');
+    for (const [id, interval] of [
+      ['ckpt1', 1],
+      ['ckpt100', 100],
+    ] as const) {
+      const logger = await Logger.open({
+        instanceDir: dir,
+        instanceId: id,
+        handleSignals: false,
+        options: { storage_config: { checkpoint_interval: interval } },
+      });
+      await logger.ingestLog({ project_id: 'p', time_unix_nano: 1n, body: 'x' });
+      await logger.stop({ flush: 'auto' });
+    }
+    // Version 1 is the flush's commit: a checkpoint follows it only at interval 1.
+    assert.ok(existsSync(join(logDir('ckpt1'), '00000000000000000001.checkpoint.parquet')));
+    assert.ok(existsSync(join(logDir('ckpt100'), '00000000000000000001.json')));
+    assert.ok(!existsSync(join(logDir('ckpt100'), '00000000000000000001.checkpoint.parquet')));
+  });
+
   it('ingests rows of every table through ingestRows', async () => {
     const logger = await Logger.open({ instanceDir: dir, instanceId: 'all', handleSignals: false });
     const r = await logger.ingestRows('metrics_hist', [

@@ -3,6 +3,7 @@
 
 import { mkdir, rename, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
+import type { DeltaOptions } from '../delta/table.ts';
 import { readTextIfExists } from './files.ts';
 
 export type DropPolicy = 'block' | 'drop_newest' | 'drop_oldest';
@@ -39,6 +40,15 @@ export interface StorageConfig {
   compact_small_file_rows: number;
   /** zstd level of data files. */
   zstd_level: number;
+}
+
+/** The Delta table options a storage_config stands for. */
+export function deltaOptions(s: StorageConfig): DeltaOptions {
+  return {
+    checkpointInterval: s.checkpoint_interval,
+    zstdLevel: s.zstd_level,
+    autoCompact: { minFiles: s.compact_min_files, smallFileRows: s.compact_small_file_rows },
+  };
 }
 
 export interface ServerConfig {
