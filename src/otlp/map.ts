@@ -211,7 +211,7 @@ function mapTraces(root: Msg, ctx: MapContext, st: MapState, out: Row[], outEven
           kind: int32(sp.kind, 'span.kind', SPAN_KIND),
           start_time_unix_nano: start,
           end_time_unix_nano: end,
-          duration_ns: start !== 0n && end !== 0n ? end - start : null,
+          duration_ns: null, // derived by RowNormalizer, as for rows given to the library
           status_code: status === null ? 0 : int32(status.code, 'span.status.code', STATUS_CODE),
           status_message: status === null ? null : str(status.message, 'span.status.message'),
           attributes: attributesJson(sp.attributes),

@@ -266,7 +266,8 @@ export class RowNormalizer {
     if (service !== null && s.normalizeServiceName) service = service.trim();
     out[this.serviceIdx] = isMissing(service) ? s.defaultServiceName : service;
 
-    this.computeDerived(out);
+    const derivedError = this.computeDerived(out);
+    if (derivedError !== null) return derivedError;
 
     if (s.validateRequired) {
       for (const i of this.requiredIdx) if (isMissing(out[i])) return `missing_required:${names[i]}`;
@@ -280,9 +281,9 @@ export class RowNormalizer {
   /**
    * A log's observed time defaults to its arrival (OTLP: receivers SHOULD set it when unset);
    * event_ts from the table's nanosecond time (logs fall back to the observed time); span duration.
-   * The only place a log's event_ts is derived: the OTLP mapper leaves it null.
+   * The only place a log's event_ts and a span's duration are derived: the OTLP mapper leaves them null.
    */
-  private computeDerived(out: RowValues): void {
+  private computeDerived(out: RowValues): string | null {
     if (this.observedIdx >= 0 && (out[this.observedIdx] === null || out[this.observedIdx] === 0n)) {
       out[this.observedIdx] = BigInt(this.clock()) * 1_000_000n;
     }
@@ -297,8 +298,14 @@ export class RowNormalizer {
       const start = out[this.startIdx] as bigint | null;
       const end = out[this.endIdx] as bigint | null;
       // 0 is OTLP's "unset": an unfinished span has no duration.
-      if (start !== null && end !== null && start !== 0n && end !== 0n) out[this.durationIdx] = end - start;
+      if (start !== null && end !== null && start !== 0n && end !== 0n) {
+        const duration = end - start;
+        // Times near both ends of int64 give a difference beyond it, which the column would wrap.
+        if (duration >= INT64_MIN && duration <= INT64_MAX) out[this.durationIdx] = duration;
+        else if (this.s.validateTypes) return 'out_of_range:duration_ns';
+      }
     }
+    return null;
   }
 
   /** Values back to a row object keyed by column name. */

@@ -41,7 +41,7 @@ test('trace.json maps to one span row', () => {
   assert.equal(span.kind, 2);
   assert.equal(span.start_time_unix_nano, 1544712660000000000n);
   assert.equal(span.end_time_unix_nano, 1544712661000000000n);
-  assert.equal(span.duration_ns, 1000000000n);
+  assert.equal(normalized('spans', span).duration_ns, 1000000000n);
   assert.equal(span.event_ts, 1544712660000000n);
   assert.equal(span.attributes, '{"my.span.attr":"some value"}');
   assert.equal(span.status_code, 0);

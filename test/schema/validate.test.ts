@@ -141,6 +141,13 @@ describe('normalizeRow', () => {
     );
     assert.ok(r.ok);
     assert.equal(r.row['duration_ns'], 3_500n);
+    // Start and end near both ends of int64: the difference does not fit the column.
+    const extremes = { project_id: 'p', start_time_unix_nano: -(2n ** 63n), end_time_unix_nano: 1n };
+    const wide = normalizeRow(SCHEMAS.spans, extremes, settings);
+    assert.deepEqual(wide, { ok: false, reason: 'out_of_range:duration_ns' });
+    const lenient = normalizeRow(SCHEMAS.spans, extremes, { ...settings, validateTypes: false });
+    assert.ok(lenient.ok);
+    assert.equal(lenient.row['duration_ns'], null);
     const h = normalizeRow(
       SCHEMAS.metrics_hist,
       {
