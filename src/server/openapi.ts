@@ -5,14 +5,18 @@ import { SCHEMAS, type TableName } from '../schema/tables.ts';
 import { VERSION } from '../version.ts';
 import { PROJECT_ID_PATTERN } from './project.ts';
 
-// Mirrors READ_ROUTES in read-api.ts (kept here to avoid an import cycle).
-const READ_PATHS: readonly [string, TableName, string][] = [
-  ['/api/spans', 'spans', 'Spans'],
-  ['/api/span_events', 'span_events', 'Span events'],
-  ['/api/span_links', 'span_links', 'Span links'],
-  ['/api/logs', 'logs', 'Log records'],
-  ['/api/metrics/points', 'metrics_points', 'Gauge and sum data points'],
-  ['/api/metrics/hist', 'metrics_hist', 'Histogram, exponential histogram and summary data points'],
+/** The read endpoints: registered by read-api.ts, documented here. */
+export const READ_ROUTES: readonly { path: string; table: TableName; title: string }[] = [
+  { path: '/api/spans', table: 'spans', title: 'Spans' },
+  { path: '/api/span_events', table: 'span_events', title: 'Span events' },
+  { path: '/api/span_links', table: 'span_links', title: 'Span links' },
+  { path: '/api/logs', table: 'logs', title: 'Log records' },
+  { path: '/api/metrics/points', table: 'metrics_points', title: 'Gauge and sum data points' },
+  {
+    path: '/api/metrics/hist',
+    table: 'metrics_hist',
+    title: 'Histogram, exponential histogram and summary data points',
+  },
 ];
 
 /** An optional query parameter; `extra` holds serialization fields such as style. */
@@ -190,7 +194,7 @@ function buildDocument(): object {
     },
   };
   const schemas: Record<string, object> = {};
-  for (const [path, table, title] of READ_PATHS) {
+  for (const { path, table, title } of READ_ROUTES) {
     schemas[table] = rowSchema(table);
     paths[path] = {
       get: {

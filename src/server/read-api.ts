@@ -6,16 +6,7 @@ import type { Logger } from '../index.ts';
 import { type ReadQuery, rowToJson, StorageUnavailableError, validateQuery } from '../read/index.ts';
 import type { TableName } from '../schema/tables.ts';
 import { validateDay } from '../storage/layout.ts';
-import { OPENAPI_DOCUMENT } from './openapi.ts';
-
-export const READ_ROUTES: readonly { path: string; table: TableName }[] = [
-  { path: '/api/spans', table: 'spans' },
-  { path: '/api/span_events', table: 'span_events' },
-  { path: '/api/span_links', table: 'span_links' },
-  { path: '/api/logs', table: 'logs' },
-  { path: '/api/metrics/points', table: 'metrics_points' },
-  { path: '/api/metrics/hist', table: 'metrics_hist' },
-];
+import { OPENAPI_DOCUMENT, READ_ROUTES } from './openapi.ts';
 
 const DEFAULT_LIMIT = 100;
 const MAX_LIMIT = 10_000;
