@@ -4,7 +4,7 @@
 
 import { readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { LOG_DIR } from '../delta/actions.ts';
+import { commitFileName, LOG_DIR } from '../delta/actions.ts';
 import { compareCodePoints, type FileStats } from '../delta/stats.ts';
 import { DeltaTable, listLog } from '../delta/table.ts';
 import { readDayPhases } from '../storage/days-index.ts';
@@ -159,12 +159,24 @@ interface Snapshot {
 const snapshots = new Map<string, Snapshot>();
 const MAX_SNAPSHOTS = 256;
 
-/** The commit and checkpoint files of a log as a key; null when the folder has no committed table. */
+/**
+ * The commit and checkpoint files of a log, and the identity of its newest commit file (a table
+ * recreated in the same folder repeats the names), as a key; null when there is no committed table.
+ */
 async function logListing(dir: string): Promise<string | null> {
+  const logDir = join(dir, LOG_DIR);
   // Any unreadable log reads as no table, not only a missing one.
-  const log = await listLog(join(dir, LOG_DIR)).catch(() => null);
+  const log = await listLog(logDir).catch(() => null);
   if (log === null || (log.commits.length === 0 && log.checkpoints.length === 0)) return null;
-  return `${log.commits}/${log.checkpoints}/${log.lastCheckpoint}`;
+  const newest = log.commits.at(-1);
+  const identity =
+    newest === undefined
+      ? ''
+      : await stat(join(logDir, commitFileName(newest))).then(
+          (s) => `${s.ino}:${s.mtimeMs}`,
+          () => '',
+        );
+  return `${log.commits}/${log.checkpoints}/${log.lastCheckpoint}/${identity}`;
 }
 
 /**

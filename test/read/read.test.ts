@@ -9,7 +9,7 @@ import { closeReadWorkers, type ReadQuery, readTable, rowToJson } from '../../sr
 import { readHooks } from '../../src/read/query.ts';
 import { type Row, SCHEMAS, TABLE_NAMES, type TableName } from '../../src/schema/tables.ts';
 import { InstanceLayout } from '../../src/storage/layout.ts';
-import { DAYS, expected, type Fixture, makeFixture } from './fixtures.ts';
+import { appendRows, DAYS, expected, type Fixture, fullRow, makeFixture } from './fixtures.ts';
 
 let fx: Fixture;
 
@@ -259,6 +259,30 @@ describe('readTable on sparse instances', () => {
     const df = lazy.collectSync();
     assert.equal(df.height, 0);
     assert.deepEqual(df.columns, ['body']);
+  });
+
+  test('a table folder replaced by a new table with as many commits is read anew', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'otelake-read-replaced-'));
+    try {
+      const layout = new InstanceLayout(dir, 'x');
+      const day = '2026-05-04';
+      const row = (body: string) =>
+        fullRow('logs', { project_id: 'p', event_ts: BigInt(Date.parse(`${day}T12:00:00Z`)) * 1000n, body });
+      await appendRows(layout, day, 'logs', [row('first table')]);
+      assert.deepEqual(
+        (await readTable(layout, 'logs', {})).map((r) => r.body),
+        ['first table'],
+      );
+      // The same log file names (versions 0 and 1), another table.
+      await rm(layout.tableDir(day, 'logs'), { recursive: true });
+      await appendRows(layout, day, 'logs', [row('second table')]);
+      assert.deepEqual(
+        (await readTable(layout, 'logs', {})).map((r) => r.body),
+        ['second table'],
+      );
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 
   test('day folders without tables, folders without a committed table and stray names are skipped', async () => {
