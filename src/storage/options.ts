@@ -34,9 +34,9 @@ export interface AggregatorConfig {
 export interface StorageConfig {
   /** A checkpoint is written after every N commits. */
   checkpoint_interval: number;
-  /** In-day compaction runs when a table has this many small files. */
+  /** In-day compaction merges this many small files of a similar size into one. */
   compact_min_files: number;
-  /** Files with fewer rows than this count as small. */
+  /** Files with fewer rows than this count as small; small files holding this many rows together are merged. */
   compact_small_file_rows: number;
   /** zstd level of data files. */
   zstd_level: number;

@@ -393,6 +393,37 @@ test('autoCompact keeps the file count bounded under many small appends', async 
   assert.deepEqual(snapshotOf(reopened), snapshotOf(t));
 });
 
+test('autoCompact closes a group once it reaches smallFileRows, before minFiles files', async () => {
+  const dir = tempDir();
+  const t = await DeltaTable.createOrOpen(dir, LOGS, { autoCompact: { minFiles: 64, smallFileRows: 100 } });
+  const all: Row[] = [];
+  for (let i = 0; i < 20; i++) {
+    const rows = makeRows(LOGS, 30, i, i * 100);
+    all.push(...rows);
+    await appendRows(t, LOGS, rows);
+  }
+  await t.close();
+  assert.deepEqual(t.backgroundErrors, []);
+  // Each compaction takes the four oldest 30-row files (120 rows >= 100), not 64 of them.
+  const removed: number[] = [];
+  for (let v = 1; v <= t.version; v++) {
+    const info = commitLines(dir, v)[0]!.commitInfo as {
+      operation: string;
+      operationMetrics?: Record<string, string>;
+    };
+    if (info.operation === 'OPTIMIZE') removed.push(Number(info.operationMetrics!.numFilesRemoved));
+  }
+  assert.ok(removed.length >= 1, 'no compaction ran');
+  assert.deepEqual(
+    removed,
+    removed.map(() => 4),
+  );
+  for (const f of t.files)
+    assert.ok(f.numRecords === 30 || f.numRecords === 120, `file of ${f.numRecords} rows`);
+  assert.equal(t.files.filter((f) => f.numRecords === 120).length, removed.length);
+  assert.deepEqual(readRows(t.liveFilePaths(), LOGS), sortRows(all.map((r) => rowToJson(LOGS, r))));
+});
+
 test('refresh follows another writer, reloading from a checkpoint when far behind', async () => {
   const dir = tempDir();
   const w = await DeltaTable.createOrOpen(dir, LOGS, { checkpointInterval: 50 });
