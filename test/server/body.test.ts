@@ -4,7 +4,7 @@ import { createServer, request as httpRequest, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import * as zlib from 'node:zlib';
-import { BodyError, codingsFor, decompress, readBody } from '../../src/server/body.ts';
+import { BodyError, codingsFor, decompress, gunzipBufferSize, readBody } from '../../src/server/body.ts';
 
 const LIMIT = 1024 * 1024;
 
@@ -80,6 +80,28 @@ describe('readBody and decompress', () => {
     assert.equal(res.status, 200);
     assert.ok(res.bytes.equals(payload));
     assert.equal(codingsFor('identity').length, 0);
+  });
+
+  test('gunzip sizes its buffer from the gzip trailer, bounded by the body and the limit', async () => {
+    const gz = zlib.gzipSync(payload);
+    assert.equal(gunzipBufferSize(gz, LIMIT), payload.length + 1);
+    // A trailer announcing 4 GiB: no more than deflate can make of 30 bytes, or the limit.
+    const liar = Buffer.alloc(30);
+    liar.writeUInt32LE(0xffffffff, 26);
+    assert.equal(gunzipBufferSize(liar, LIMIT), 30 * 1032);
+    assert.equal(gunzipBufferSize(Buffer.concat([Buffer.alloc(5000), liar]), LIMIT), LIMIT + 1);
+    assert.equal(gunzipBufferSize(Buffer.alloc(10), LIMIT), undefined);
+    // Two members: the trailer announces only the last one; all of it comes out.
+    const small = randomBytes(100);
+    const res = await post(Buffer.concat([gz, zlib.gzipSync(small)]), { 'content-encoding': 'gzip' });
+    assert.equal(res.status, 200);
+    assert.ok(res.bytes.equals(Buffer.concat([payload, small])));
+    // A trailer that lies about the size fails zlib's own length check.
+    const wrong = Buffer.from(gz);
+    wrong.writeUInt32LE(payload.length - 1, wrong.length - 4);
+    const bad = await post(wrong, { 'content-encoding': 'gzip' });
+    assert.equal(bad.status, 400);
+    assert.match(bad.bytes.toString(), /cannot decompress/);
   });
 
   test('unknown content coding is 415 naming it', async () => {
