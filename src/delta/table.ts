@@ -730,8 +730,11 @@ export class DeltaTable {
     for (const f of this.files) {
       if (f.stats === null || f.numRecords >= ac.smallFileRows) continue;
       const t = sizeTier(f.numRecords, ac.minFiles);
-      const group = tiers.get(t) ?? { files: [], rows: 0 };
-      tiers.set(t, group);
+      let group = tiers.get(t);
+      if (!group) {
+        group = { files: [], rows: 0 };
+        tiers.set(t, group);
+      }
       if (full(group)) continue;
       group.files.push(f);
       group.rows += f.numRecords;
