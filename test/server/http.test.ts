@@ -450,15 +450,14 @@ describe('bad input: each gets its status and message, and the server keeps serv
     const member = zlib.gzipSync(Buffer.alloc(64 * 1024 * 1024), { level: 9 });
     const bomb = Buffer.concat(Array.from({ length: 16 }, () => member));
     assert.ok(bomb.length < 2 * 1024 * 1024);
-    const rssBefore = process.memoryUsage().rss;
-    const started = performance.now();
+    // The server's decode workers are threads of this process: its peak RSS shows what they inflated
+    // (up to the 64 MiB limit, not the whole GiB).
+    const peakBefore = process.resourceUsage().maxRSS;
     const res = await post(`${s.url}/v1/logs`, bomb, { ...JSON_CT, 'content-encoding': 'gzip' });
-    const ms = performance.now() - started;
-    const grown = process.memoryUsage().rss - rssBefore;
+    const grownKiB = process.resourceUsage().maxRSS - peakBefore;
     assert.equal(res.status, 413);
     assert.match(JSON.parse(res.text).message, /exceeds the limit of 67108864 bytes/);
-    assert.ok(grown < 256 * 1024 * 1024, `RSS grew by ${grown} bytes`);
-    assert.ok(ms < 5000, `took ${ms} ms`);
+    assert.ok(grownKiB < 512 * 1024, `peak RSS grew by ${grownKiB} KiB`);
   });
 
   test('an oversized body is 413, announced or streamed', async () => {
