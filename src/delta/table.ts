@@ -1,6 +1,7 @@
 // A Delta Lake table (protocol reader 1 / writer 2) on the local filesystem: create, append one
-// Parquet file per append (a batch, or batches joined) with one atomic commit, snapshot by log replay from the latest checkpoint,
-// checkpoints, OPTIMIZE, VACUUM and in-day compaction. Its decisions: src/delta/README.md.
+// Parquet file per append (a batch, or batches joined) with one atomic commit, snapshot by log
+// replay from the latest checkpoint, checkpoints, OPTIMIZE, VACUUM and in-day compaction. Its
+// decisions: src/delta/README.md.
 //
 // Atomicity: a commit is written to a temporary file and hard-linked to its final name; EEXIST
 // means another writer took that version, so the log is re-read and the next version tried. A

@@ -36,7 +36,10 @@ export interface StorageConfig {
   checkpoint_interval: number;
   /** In-day compaction merges this many small files of a similar size into one. */
   compact_min_files: number;
-  /** Files with fewer rows than this count as small; small files holding this many rows together are merged. */
+  /**
+   * Files with fewer rows than this count as small; small files of a similar size holding this
+   * many rows together are merged.
+   */
   compact_small_file_rows: number;
   /** zstd level of data files. */
   zstd_level: number;
