@@ -30,6 +30,7 @@ import {
   str,
   stringAttribute,
 } from './values.ts';
+import { mapTraceBytes } from './wire-traces.ts';
 
 export interface MapContext {
   /** Project id from the request header (or the auth token); wins over the resource attribute. */
@@ -50,6 +51,7 @@ export interface Mapped {
  * decoders only check the outer shape). Tables without rows are left out of `tables`.
  */
 export function mapRequest(signal: Signal, req: ExportRequest, ctx: MapContext): Mapped {
+  if (req.wire !== null) return mapTraceBytes(req.wire, ctx);
   try {
     return mapRoot(signal, req.root, ctx);
   } catch (err) {

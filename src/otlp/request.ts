@@ -1,4 +1,5 @@
-// Decoding of an OTLP/HTTP request body (JSON or protobuf) into the message tree the mapper reads.
+// Decoding of an OTLP/HTTP request body (JSON or protobuf) into the message tree the mapper reads;
+// protobuf traces skip the tree: the mapper reads their bytes (wire-traces.ts).
 
 import { OtlpDecodeError } from './errors.ts';
 import type { ProtoCodec } from './proto.ts';
@@ -13,10 +14,12 @@ export interface ExportRequest {
   readonly format: BodyFormat;
   /**
    * The message: a parsed JSON object (lowerCamelCase or snake_case keys, values as written) or a
-   * protobufjs message (ids and bytes as Uint8Array, int64 as Long). Only the outer list is checked
-   * here; `mapRequest` checks the rest while it reads.
+   * protobufjs message (ids and bytes as Uint8Array, int64 as Long); null when `wire` is set. Only
+   * the outer list is checked here; `mapRequest` checks the rest while it reads.
    */
   root: Msg;
+  /** Protobuf traces: the body itself, which `mapRequest` reads without a message tree. */
+  readonly wire: Uint8Array | null;
   /** JSON only: the body text, parsed again exactly if an int64 JSON number beyond 2^53 shows up. */
   readonly text: string | null;
 }
@@ -41,7 +44,8 @@ export function decodeRequest(
 ): ExportRequest {
   if (format === 'protobuf') {
     if (proto === null) throw new Error('protobuf bodies need the optional package protobufjs');
-    return { signal, format, root: proto.decodeRequest(signal, body), text: null };
+    if (signal === 'traces') return { signal, format, root: null, text: null, wire: body };
+    return { signal, format, root: proto.decodeRequest(signal, body), text: null, wire: null };
   }
   const text = utf8(body);
   let root: unknown;
@@ -51,7 +55,7 @@ export function decodeRequest(
     throw new OtlpDecodeError(`invalid JSON body: ${(err as Error).message}`);
   }
   checkShape(signal, root);
-  return { signal, format, root, text };
+  return { signal, format, root, text, wire: null };
 }
 
 function utf8(body: Uint8Array): string {

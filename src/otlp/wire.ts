@@ -1,0 +1,525 @@
+// Reads protobuf wire format straight from a request body: the traces mapper (wire-traces.ts) uses
+// it to map spans without building a message tree first. Field numbers are the OTLP .proto files'
+// (proto/opentelemetry/proto/common/v1/common.proto for KeyValue and AnyValue).
+
+import { isUtf8 } from 'node:buffer';
+import { OtlpDecodeError } from './errors.ts';
+import { attributesJson, type Msg } from './values.ts';
+
+/** Wire types (the low 3 bits of a tag). */
+export const VARINT = 0;
+export const I64 = 1;
+export const LEN = 2;
+export const I32 = 5;
+const GROUP_START = 3;
+const GROUP_END = 4;
+
+/** A tag: field number and wire type, as they appear on the wire. */
+export function tag(field: number, wireType: number): number {
+  return (field << 3) | wireType;
+}
+
+function invalid(what: string): OtlpDecodeError {
+  return new OtlpDecodeError(`invalid protobuf body: ${what}`);
+}
+
+const SAFE_MAX = 9007199254740992n;
+
+// Unknown groups nested deeper are refused rather than overflowing the stack (protoc's limit).
+const MAX_GROUP_DEPTH = 100;
+
+/**
+ * A cursor over one protobuf body. Every read takes the end of the message it is in and throws
+ * OtlpDecodeError when a value runs past it, so a truncated or lying length is refused, never
+ * read beyond. A field whose wire type is not the one its number has is skipped as unknown.
+ */
+export class WireReader {
+  readonly buf: Buffer;
+  pos = 0;
+  /** The high 32 bits of the last `varint64`; its low 32 bits are what it returned. */
+  hi = 0;
+
+  constructor(body: Uint8Array) {
+    this.buf = Buffer.from(body.buffer, body.byteOffset, body.byteLength);
+  }
+
+  /** A varint's low 32 bits, unsigned (tags, lengths, uint32, and int32/enum via `| 0`). */
+  uint32(end: number): number {
+    const buf = this.buf;
+    let p = this.pos;
+    if (p >= end) throw invalid('a value runs past the end of its message');
+    let b = buf[p++]!;
+    if (b < 0x80) {
+      this.pos = p;
+      return b;
+    }
+    let v = b & 0x7f;
+    for (let shift = 7; ; shift += 7) {
+      if (p >= end) throw invalid('a value runs past the end of its message');
+      if (shift > 63) throw invalid('a varint longer than 10 bytes');
+      b = buf[p++]!;
+      if (shift < 32) v |= (b & 0x7f) << shift;
+      if (b < 0x80) break;
+    }
+    this.pos = p;
+    return v >>> 0;
+  }
+
+  /** A 64-bit varint: returns its low 32 bits, leaves the high 32 bits in `hi` (both unsigned). */
+  varint64(end: number): number {
+    const buf = this.buf;
+    let p = this.pos;
+    let lo = 0;
+    let hi = 0;
+    for (let shift = 0; ; shift += 7) {
+      if (p >= end) throw invalid('a value runs past the end of its message');
+      if (shift > 63) throw invalid('a varint longer than 10 bytes');
+      const b = buf[p++]!;
+      const bits = b & 0x7f;
+      if (shift < 28) lo |= bits << shift;
+      else if (shift === 28) {
+        lo |= bits << 28;
+        hi |= bits >>> 4;
+      } else hi |= bits << (shift - 32);
+      if (b < 0x80) break;
+    }
+    this.pos = p;
+    this.hi = hi >>> 0;
+    return lo >>> 0;
+  }
+
+  /** A fixed32 (unsigned). */
+  fixed32(end: number): number {
+    return this.buf.readUInt32LE(this.take(4, end));
+  }
+
+  /** A fixed64 as signed 64 bits (uint64 values above 2^63 keep their bits, as for JSON). */
+  fixed64(end: number): bigint {
+    return this.buf.readBigInt64LE(this.take(8, end));
+  }
+
+  double(end: number): number {
+    return this.buf.readDoubleLE(this.take(8, end));
+  }
+
+  /** Moves past `n` bytes of a value; returns where they start. */
+  private take(n: number, end: number): number {
+    const p = this.pos;
+    if (p + n > end) throw invalid('a value runs past the end of its message');
+    this.pos = p + n;
+    return p;
+  }
+
+  /** The length of a LEN field; the cursor is left at its first byte. */
+  length(end: number): number {
+    const n = this.uint32(end);
+    if (n > end - this.pos) throw invalid('a length runs past the end of its message');
+    return n;
+  }
+
+  /** Skips the value of a field of the given wire type (unknown fields, groups included). */
+  skip(wireType: number, end: number, depth = 0): void {
+    switch (wireType) {
+      case VARINT:
+        this.varint64(end);
+        return;
+      case I64:
+        this.take(8, end);
+        return;
+      case LEN: {
+        const n = this.length(end); // moves past the length's own bytes first
+        this.pos += n;
+        return;
+      }
+      case I32:
+        this.take(4, end);
+        return;
+      case GROUP_START:
+        if (depth >= MAX_GROUP_DEPTH) throw invalid(`groups nested deeper than ${MAX_GROUP_DEPTH} levels`);
+        for (;;) {
+          const t = this.uint32(end);
+          if ((t & 7) === GROUP_END) return;
+          this.skip(t & 7, end, depth + 1);
+        }
+      default:
+        throw invalid(`wire type ${wireType} at offset ${this.pos}`);
+    }
+  }
+
+  /** The UTF-8 text in [start, end); invalid UTF-8 is refused, as by protobuf's own parsers. */
+  string(start: number, end: number): string {
+    const buf = this.buf;
+    for (let i = start; i < end; i++) {
+      if (buf[i]! >= 0x80) {
+        this.checkUtf8(start, end);
+        return buf.toString('utf8', start, end);
+      }
+    }
+    return start === end ? '' : buf.toString('latin1', start, end);
+  }
+
+  checkUtf8(start: number, end: number): void {
+    if (!isUtf8(this.buf.subarray(start, end))) throw invalid('a string field is not valid UTF-8');
+  }
+
+  /** Whether the bytes of [a, a + n) and [b, b + n) are equal. */
+  equalBytes(a: number, b: number, n: number): boolean {
+    const buf = this.buf;
+    for (let i = 0; i < n; i++) if (buf[a + i] !== buf[b + i]) return false;
+    return true;
+  }
+}
+
+/**
+ * The ranges of a message's repeated LEN field (or of one KeyValue list gathered from several
+ * occurrences): start and end of each element, flat. Reused: `n` is reset instead of allocating.
+ */
+export class Ranges {
+  at: number[] = [];
+  n = 0;
+
+  push(start: number, end: number): void {
+    this.at[this.n++] = start;
+    this.at[this.n++] = end;
+  }
+
+  reset(): void {
+    this.n = 0;
+  }
+}
+
+// --- KeyValue lists as JSON text --------------------------------------------------------------
+
+const KEY = tag(1, LEN);
+const VALUE = tag(2, LEN);
+const STRING_VALUE = tag(1, LEN);
+const BOOL_VALUE = tag(2, VARINT);
+const INT_VALUE = tag(3, VARINT);
+const DOUBLE_VALUE = tag(4, I64);
+const ARRAY_VALUE = tag(5, LEN);
+const KVLIST_VALUE = tag(6, LEN);
+const BYTES_VALUE = tag(7, LEN);
+const VALUES = tag(1, LEN); // ArrayValue.values and KeyValueList.values
+
+// Deeper AnyValues are refused, at the same depth as values.ts' anyValueJs.
+const MAX_DEPTH = 64;
+
+/** The AnyValue member that counts (the last one on the wire), found by `anyValue`. */
+interface Member {
+  tag: number;
+  start: number;
+  end: number;
+}
+
+/**
+ * Writes KeyValue lists as JSON text, byte for byte what `attributesJson` gives for the same list.
+ * Keys and strings are copied as UTF-8 bytes (checked, escaped where JSON needs it); a list with a
+ * repeated key or an integer-like key (which a JS object reorders) is handed to `attributesJson`.
+ */
+export class AttributesWriter {
+  private out: Buffer = Buffer.allocUnsafe(16 * 1024);
+  private len = 0;
+  /** Key ranges of the objects being written, innermost last (for the repeated-key check). */
+  private readonly keys = new Ranges();
+  private readonly member: Member = { tag: 0, start: 0, end: 0 };
+  private readonly kv: KeyValueAt = { keyStart: 0, keyEnd: 0, valueStart: -1, valueEnd: -1 };
+  private readonly r: WireReader;
+
+  constructor(reader: WireReader) {
+    this.r = reader;
+  }
+
+  /** The KeyValue messages in `kvs` (ranges) as one JSON object text; '{}' when there are none. */
+  json(kvs: Ranges): string {
+    if (kvs.n === 0) return '{}';
+    this.len = 0;
+    this.keys.reset();
+    if (this.object(kvs.at, 0, kvs.n, 0)) return this.out.toString('utf8', 0, this.len);
+    return attributesJson(keyValueMsgs(this.r, kvs.at, 0, kvs.n, 0));
+  }
+
+  /** Writes `{...}` for the KeyValues in ranges [from, to); false when a key needs the JS object. */
+  private object(at: readonly number[], from: number, to: number, depth: number): boolean {
+    const r = this.r;
+    const keysFrom = this.keys.n;
+    this.byte(0x7b);
+    const kv = this.kv;
+    for (let i = from; i < to; i += 2) {
+      keyValue(r, at[i]!, at[i + 1]!, kv);
+      const { keyStart, keyEnd, valueStart, valueEnd } = kv;
+      if (!this.newKey(keyStart, keyEnd, keysFrom)) return false;
+      if (i > from) this.byte(0x2c);
+      this.text(keyStart, keyEnd);
+      this.byte(0x3a);
+      if (valueStart < 0) this.ascii('null');
+      else if (!this.anyValue(valueStart, valueEnd, depth)) return false;
+    }
+    this.byte(0x7d);
+    this.keys.n = keysFrom;
+    return true;
+  }
+
+  /** Records a key of the current object; false when it repeats one or looks like an array index. */
+  private newKey(start: number, end: number, keysFrom: number): boolean {
+    const r = this.r;
+    const n = end - start;
+    let digits = n > 0;
+    for (let i = start; i < end && digits; i++) digits = r.buf[i]! >= 0x30 && r.buf[i]! <= 0x39;
+    if (digits) return false;
+    const at = this.keys.at;
+    for (let k = keysFrom; k < this.keys.n; k += 2) {
+      if (at[k + 1]! - at[k]! === n && r.equalBytes(at[k]!, start, n)) return false;
+    }
+    this.keys.push(start, end);
+    return true;
+  }
+
+  private anyValue(start: number, end: number, depth: number): boolean {
+    if (depth > MAX_DEPTH) throw new OtlpDecodeError(`AnyValue nested deeper than ${MAX_DEPTH} levels`);
+    const r = this.r;
+    const m = lastMember(r, start, end, this.member);
+    switch (m.tag) {
+      case STRING_VALUE:
+        this.text(m.start, m.end);
+        return true;
+      case BOOL_VALUE:
+        r.pos = m.start;
+        this.ascii(r.varint64(end) !== 0 || r.hi !== 0 ? 'true' : 'false');
+        return true;
+      case INT_VALUE:
+        r.pos = m.start;
+        this.ascii(jsonInt64(r.varint64(end), r.hi));
+        return true;
+      case DOUBLE_VALUE: {
+        r.pos = m.start;
+        const x = r.double(end);
+        this.ascii(Number.isFinite(x) ? String(x) : `"${x}"`);
+        return true;
+      }
+      case BYTES_VALUE:
+        this.byte(0x22);
+        this.ascii(r.buf.toString('base64', m.start, m.end));
+        this.byte(0x22);
+        return true;
+      case ARRAY_VALUE: {
+        const items = listRanges(r, m.start, m.end);
+        this.byte(0x5b);
+        for (let k = 0; k < items.length; k += 2) {
+          if (k > 0) this.byte(0x2c);
+          if (!this.anyValue(items[k]!, items[k + 1]!, depth + 1)) return false;
+        }
+        this.byte(0x5d);
+        return true;
+      }
+      case KVLIST_VALUE: {
+        const kvs = listRanges(r, m.start, m.end);
+        return this.object(kvs, 0, kvs.length, depth + 1);
+      }
+      default:
+        this.ascii('null');
+        return true;
+    }
+  }
+
+  /** A string field's bytes as a JSON string. */
+  private text(start: number, end: number): void {
+    const buf = this.r.buf;
+    this.reserve(end - start + 2);
+    const out = this.out;
+    let o = this.len;
+    out[o++] = 0x22;
+    let nonAscii = false;
+    for (let i = start; i < end; i++) {
+      const c = buf[i]!;
+      if (c < 0x20 || c === 0x22 || c === 0x5c) {
+        // Needs escaping (rare): JSON.stringify writes it as a JS object's value would be.
+        this.escaped(start, end);
+        return;
+      }
+      if (c >= 0x80) nonAscii = true;
+      out[o++] = c;
+    }
+    if (nonAscii) this.r.checkUtf8(start, end);
+    out[o++] = 0x22;
+    this.len = o;
+  }
+
+  private escaped(start: number, end: number): void {
+    const json = JSON.stringify(this.r.string(start, end));
+    this.reserve(json.length * 3);
+    this.len += this.out.write(json, this.len, 'utf8');
+  }
+
+  private ascii(s: string): void {
+    this.reserve(s.length);
+    const out = this.out;
+    let o = this.len;
+    for (let i = 0; i < s.length; i++) out[o++] = s.charCodeAt(i);
+    this.len = o;
+  }
+
+  private byte(c: number): void {
+    this.reserve(1);
+    this.out[this.len++] = c;
+  }
+
+  private reserve(n: number): void {
+    if (this.len + n <= this.out.length) return;
+    const bigger = Buffer.allocUnsafe(Math.max(this.out.length * 2, this.len + n));
+    this.out.copy(bigger, 0, 0, this.len);
+    this.out = bigger;
+  }
+}
+
+/** Where a KeyValue's key and value are (value -1: absent; key absent: the empty range). */
+interface KeyValueAt {
+  keyStart: number;
+  keyEnd: number;
+  valueStart: number;
+  valueEnd: number;
+}
+
+/** Finds the key and value of the KeyValue in [start, end) (the last of each counts). */
+function keyValue(r: WireReader, start: number, end: number, kv: KeyValueAt): void {
+  kv.keyStart = kv.keyEnd = 0;
+  kv.valueStart = kv.valueEnd = -1;
+  r.pos = start;
+  while (r.pos < end) {
+    const t = r.uint32(end);
+    if (t !== KEY && t !== VALUE) {
+      r.skip(t & 7, end);
+      continue;
+    }
+    const n = r.length(end);
+    if (t === KEY) {
+      kv.keyStart = r.pos;
+      kv.keyEnd = r.pos += n;
+    } else {
+      kv.valueStart = r.pos;
+      kv.valueEnd = r.pos += n;
+    }
+  }
+}
+
+/** The value (last member) of the AnyValue in [start, end); tag 0 when it has none. */
+function lastMember(r: WireReader, start: number, end: number, m: Member): Member {
+  m.tag = 0;
+  r.pos = start;
+  while (r.pos < end) {
+    const t = r.uint32(end);
+    const at = r.pos;
+    switch (t) {
+      case STRING_VALUE:
+      case ARRAY_VALUE:
+      case KVLIST_VALUE:
+      case BYTES_VALUE: {
+        const n = r.length(end);
+        m.tag = t;
+        m.start = r.pos;
+        m.end = r.pos += n;
+        break;
+      }
+      case BOOL_VALUE:
+      case INT_VALUE:
+      case DOUBLE_VALUE:
+        r.skip(t & 7, end);
+        m.tag = t;
+        m.start = at;
+        m.end = r.pos;
+        break;
+      default:
+        r.skip(t & 7, end);
+    }
+  }
+  return m;
+}
+
+/** The element ranges of an ArrayValue (AnyValues) or a KeyValueList (KeyValues). */
+function listRanges(r: WireReader, start: number, end: number): number[] {
+  const out: number[] = [];
+  r.pos = start;
+  while (r.pos < end) {
+    const t = r.uint32(end);
+    if (t !== VALUES) {
+      r.skip(t & 7, end);
+      continue;
+    }
+    const n = r.length(end);
+    out.push(r.pos, r.pos + n);
+    r.pos += n;
+  }
+  return out;
+}
+
+/** An int64 varint as JSON: a number when |v| <= 2^53, else a decimal string (values.ts' jsonInt). */
+function jsonInt64(lo: number, hi: number): string {
+  const n = (hi | 0) * 4294967296 + lo;
+  if (Number.isSafeInteger(n)) return String(n);
+  const b = (BigInt(hi | 0) << 32n) + BigInt(lo);
+  return b >= -SAFE_MAX && b <= SAFE_MAX ? String(b) : `"${b}"`;
+}
+
+// --- the object route, for the lists a JS object must order ----------------------------------
+
+/** KeyValue messages as the message objects values.ts reads (strings, bigint ints, Uint8Array bytes). */
+function keyValueMsgs(r: WireReader, at: readonly number[], from: number, to: number, depth: number): Msg[] {
+  const out: Msg[] = [];
+  const kv: KeyValueAt = { keyStart: 0, keyEnd: 0, valueStart: -1, valueEnd: -1 };
+  for (let i = from; i < to; i += 2) {
+    keyValue(r, at[i]!, at[i + 1]!, kv);
+    const key = r.string(kv.keyStart, kv.keyEnd);
+    const value = kv.valueStart < 0 ? null : anyValueMsg(r, kv.valueStart, kv.valueEnd, depth);
+    out.push({ key, value });
+  }
+  return out;
+}
+
+function anyValueMsg(r: WireReader, start: number, end: number, depth: number): Msg {
+  if (depth > MAX_DEPTH) throw new OtlpDecodeError(`AnyValue nested deeper than ${MAX_DEPTH} levels`);
+  const m = lastMember(r, start, end, { tag: 0, start: 0, end: 0 });
+  r.pos = m.start;
+  switch (m.tag) {
+    case STRING_VALUE:
+      return { stringValue: r.string(m.start, m.end) };
+    case BOOL_VALUE:
+      return { boolValue: r.varint64(end) !== 0 || r.hi !== 0 };
+    case INT_VALUE: {
+      const lo = r.varint64(end);
+      return { intValue: (BigInt(r.hi | 0) << 32n) + BigInt(lo) };
+    }
+    case DOUBLE_VALUE:
+      return { doubleValue: r.double(end) };
+    case BYTES_VALUE:
+      return { bytesValue: r.buf.subarray(m.start, m.end) };
+    case ARRAY_VALUE: {
+      const items = listRanges(r, m.start, m.end);
+      const values: Msg[] = [];
+      for (let i = 0; i < items.length; i += 2)
+        values.push(anyValueMsg(r, items[i]!, items[i + 1]!, depth + 1));
+      return { arrayValue: { values } };
+    }
+    case KVLIST_VALUE: {
+      const kvs = listRanges(r, m.start, m.end);
+      return { kvlistValue: { values: keyValueMsgs(r, kvs, 0, kvs.length, depth + 1) } };
+    }
+    default:
+      return {};
+  }
+}
+
+/**
+ * The string value of the last KeyValue named `key` in `kvs`, or null when there is none or its
+ * value is not a string (values.ts' stringAttribute).
+ */
+export function stringAttribute(r: WireReader, kvs: Ranges, key: Buffer): string | null {
+  const kv: KeyValueAt = { keyStart: 0, keyEnd: 0, valueStart: -1, valueEnd: -1 };
+  for (let i = kvs.n - 2; i >= 0; i -= 2) {
+    keyValue(r, kvs.at[i]!, kvs.at[i + 1]!, kv);
+    const { keyStart, keyEnd, valueStart, valueEnd } = kv;
+    if (keyEnd - keyStart !== key.length || !key.equals(r.buf.subarray(keyStart, keyEnd))) continue;
+    if (valueStart < 0) return null;
+    const m = lastMember(r, valueStart, valueEnd, { tag: 0, start: 0, end: 0 });
+    return m.tag === STRING_VALUE ? r.string(m.start, m.end) : null;
+  }
+  return null;
+}

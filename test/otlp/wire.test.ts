@@ -1,0 +1,361 @@
+// Protobuf traces are mapped straight from their bytes (src/otlp/wire-traces.ts). These tests hold
+// that mapping to the reference: protobufjs' message tree mapped by map.ts, for the same bytes.
+
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { test } from 'node:test';
+import { tracesRequest } from '../../bench/otlp-payloads.ts';
+import {
+  decodeRequest,
+  loadProtobuf,
+  type Mapped,
+  mapRequest,
+  OtlpDecodeError,
+  type ProtoCodec,
+} from '../../src/otlp/index.ts';
+import { mapTraceBytes } from '../../src/otlp/wire-traces.ts';
+import { CTX, jsonToProtobuf, mapJson } from './helpers.ts';
+
+const codec = (await loadProtobuf()) as ProtoCodec;
+
+/** The reference: protobufjs decodes the body into a message tree, which map.ts maps. */
+function viaTree(bytes: Uint8Array, headerProjectId?: string): Mapped {
+  const root = codec.decodeRequest('traces', bytes);
+  return mapRequest(
+    'traces',
+    { signal: 'traces', format: 'protobuf', root, text: null, wire: null },
+    {
+      ...CTX,
+      headerProjectId,
+    },
+  );
+}
+
+function outcome(f: () => Mapped): Mapped | { error: string } {
+  try {
+    return f();
+  } catch (err) {
+    assert.ok(err instanceof OtlpDecodeError, `only OtlpDecodeError is thrown, got ${err}`);
+    return { error: 'refused' };
+  }
+}
+
+/** Both routes give the same rows, or both refuse the body. */
+function assertSame(bytes: Uint8Array, label: string, headerProjectId?: string): Mapped | { error: string } {
+  const direct = outcome(() => mapTraceBytes(bytes, { ...CTX, headerProjectId }));
+  const tree = outcome(() => viaTree(bytes, headerProjectId));
+  assert.deepEqual(direct, tree, label);
+  return direct;
+}
+
+// --- a small protobuf writer for bodies protobufjs would not write (field order, unknowns) ------
+
+type Bytes = number[];
+function varint(v: number | bigint): Bytes {
+  let x = BigInt.asUintN(64, BigInt(v));
+  const out: Bytes = [];
+  while (x >= 0x80n) {
+    out.push(Number(x & 0x7fn) | 0x80);
+    x >>= 7n;
+  }
+  out.push(Number(x));
+  return out;
+}
+const len = (field: number, payload: Bytes): Bytes => [
+  ...varint((field << 3) | 2),
+  ...varint(payload.length),
+  ...payload,
+];
+const num = (field: number, v: number | bigint): Bytes => [...varint(field << 3), ...varint(v)];
+const fixed64 = (field: number, v: bigint): Bytes => {
+  const b = Buffer.alloc(8);
+  b.writeBigUInt64LE(BigInt.asUintN(64, v));
+  return [...varint((field << 3) | 1), ...b];
+};
+const f64 = (field: number, v: number): Bytes => {
+  const b = Buffer.alloc(8);
+  b.writeDoubleLE(v);
+  return [...varint((field << 3) | 1), ...b];
+};
+const fixed32 = (field: number, v: number): Bytes => {
+  const b = Buffer.alloc(4);
+  b.writeUInt32LE(v);
+  return [...varint((field << 3) | 5), ...b];
+};
+const text = (field: number, s: string | Buffer): Bytes => len(field, [...Buffer.from(s)]);
+const kv = (key: string | Buffer, value?: Bytes): Bytes => [...text(1, key), ...(value ? len(2, value) : [])];
+const sv = (s: string | Buffer): Bytes => text(1, s);
+const iv = (v: number | bigint): Bytes => num(3, v);
+/** A request of one resource, one scope, the given spans. */
+const request = (spans: Bytes[], resource: Bytes = [], scope: Bytes = []): Uint8Array =>
+  Uint8Array.from(
+    len(1, [...len(1, resource), ...len(2, [...len(1, scope), ...spans.flatMap((s) => len(2, s))])]),
+  );
+const ids = [...text(1, Buffer.alloc(16, 0xab)), ...text(2, Buffer.alloc(8, 0xcd))];
+
+test('protobuf traces map straight from the bytes to the rows of the message tree', () => {
+  for (let seed = 1; seed <= 5; seed++) {
+    const bytes = jsonToProtobuf('traces', tracesRequest(100, seed), codec);
+    const m = assertSame(bytes, `benchmark request ${seed}`) as Mapped;
+    assert.equal(m.items, 100);
+  }
+  const example = readFileSync(new URL('../fixtures/otlp/trace.json', import.meta.url), 'utf8');
+  const trace = jsonToProtobuf('traces', JSON.parse(example), codec);
+  assertSame(trace, 'official trace.json example');
+  assertSame(trace, 'with X-Project-Id', 'from-header');
+  assertSame(new Uint8Array(0), 'empty body');
+});
+
+test('attribute values of every kind are written as the JSON of the message tree', () => {
+  const cases: [string, Bytes[]][] = [
+    ['strings', [kv('a', sv('plain')), kv('b', sv('')), kv('c', sv('ünïcødé ✓ 😀'))]],
+    ['escapes', [kv('q"k', sv('say "hi"\\ \n\t\r\b\f \u0001 \u001f end')), kv('\u2028', sv('\u2028'))]],
+    [
+      'ints',
+      [0, 1, -1, 2 ** 53 - 1, 2 ** 53, 2 ** 53 + 1, -(2 ** 53), -(2n ** 63n), 2n ** 63n - 1n].map((v, i) =>
+        kv(`i${i}`, iv(v)),
+      ),
+    ],
+    [
+      'doubles',
+      [0, -0, 1.5, -2.25e-300, 1e21, Number.NaN, Infinity, -Infinity, 2 ** 60].map((v, i) =>
+        kv(`d${i}`, f64(4, v)),
+      ),
+    ],
+    ['bools', [kv('t', num(2, 1)), kv('f', num(2, 0)), kv('big', num(2, 2n ** 40n))]],
+    ['bytes', [kv('e', text(7, Buffer.alloc(0))), kv('x', text(7, Buffer.from([0, 255, 1, 2, 3])))]],
+    ['no value', [kv('none'), kv('empty', []), text(2, '')]],
+    ['no key', [len(2, sv('v'))]],
+    [
+      'arrays',
+      [kv('arr', len(5, [...len(1, sv('a')), ...len(1, []), ...len(1, iv(3)), ...len(1, len(5, []))]))],
+    ],
+    [
+      'kvlist',
+      [kv('map', len(6, [...len(1, kv('x', sv('y'))), ...len(1, kv('n', len(6, len(1, kv('z', iv(1))))))]))],
+    ],
+    [
+      'last member wins',
+      [
+        kv('a', [...sv('s'), ...iv(5)]),
+        kv('b', [...iv(5), ...sv('s')]),
+        kv('c', [...f64(4, 1), ...num(2, 1)]),
+      ],
+    ],
+    ['repeated key', [kv('k', sv('first')), kv('other', iv(1)), kv('k', sv('last'))]],
+    ['integer-like keys', [kv('b', iv(1)), kv('10', iv(2)), kv('2', iv(3)), kv('007', iv(4))]],
+    [
+      'repeated key in a nested map',
+      [kv('m', len(6, [...len(1, kv('x', iv(1))), ...len(1, kv('x', iv(2)))]))],
+    ],
+    ['__proto__ key', [kv('__proto__', sv('p')), kv('constructor', iv(1))]],
+    [
+      'unknown fields',
+      [
+        [...num(9, 1), ...kv('k', [...sv('v'), ...num(15, 3), ...fixed32(16, 1)])],
+        kv('u', [...text(8, 'unknown'), ...iv(2)]),
+      ],
+    ],
+  ];
+  for (const [label, attributes] of cases) {
+    const span = [...ids, ...attributes.flatMap((a) => len(9, a))];
+    const m = assertSame(request([span]), label) as Mapped;
+    assert.equal(m.items, 1, label);
+    assert.equal(typeof JSON.parse(m.tables.spans![0]!.attributes as string), 'object', label);
+  }
+  // A KeyValue list split over several occurrences of the field is one object.
+  const split = [...ids, ...len(9, kv('a', iv(1))), ...num(6, 2), ...len(9, kv('b', iv(2)))];
+  const m = assertSame(request([split]), 'attributes in two runs') as Mapped;
+  assert.equal(m.tables.spans![0]!.attributes, '{"a":1,"b":2}');
+});
+
+test('fields in any order, repeated, unknown or of the wrong wire type map as in the tree', () => {
+  const event = [
+    ...text(2, 'ev'),
+    ...fixed64(1, 1_700_000_000_000_000_001n),
+    ...len(3, kv('e', iv(1))),
+    ...num(4, 3),
+  ];
+  const link = [
+    ...fixed32(6, 0x101),
+    ...text(3, 'ts=1'),
+    ...text(2, Buffer.alloc(8, 1)),
+    ...text(1, Buffer.alloc(16, 2)),
+    ...num(5, 1),
+  ];
+  const span = [
+    ...fixed32(16, 0x301),
+    ...len(11, event),
+    ...len(13, link),
+    ...len(15, [...num(3, 2), ...text(2, 'boom'), ...num(1, 4)]),
+    ...text(5, 'first name'),
+    ...text(5, 'the name'),
+    ...fixed64(8, 1_700_000_000_500_000_000n),
+    ...fixed64(7, 1_700_000_000_000_000_000n),
+    ...num(6, -1),
+    ...ids,
+    ...text(4, Buffer.alloc(8, 0)),
+    ...num(10, 1),
+    ...num(12, 2),
+    ...num(14, 3),
+    ...len(11, []),
+    ...num(99, 5),
+    ...text(100, 'unknown'),
+    ...fixed64(2, 5n), // span_id with a wrong wire type: an unknown field
+  ];
+  const resource = [
+    ...len(1, kv('service.name', sv('svc'))),
+    ...num(2, 4),
+    ...len(1, kv('project.id', sv('p1'))),
+    ...num(7, 1),
+  ];
+  const scope = [
+    ...text(2, 'v1'),
+    ...len(3, kv('s', sv('x'))),
+    ...text(1, 'lib'),
+    ...num(4, 2),
+    ...text(9, '?'),
+  ];
+  const body = Uint8Array.from(
+    len(1, [
+      ...text(3, 'https://schema/resource'),
+      ...len(2, [...text(3, 'https://schema/scope'), ...len(2, span), ...len(1, scope), ...len(2, ids)]),
+      ...len(1, resource),
+      ...num(50, 1),
+    ]),
+  );
+  const m = assertSame(body, 'shuffled') as Mapped;
+  assert.equal(m.items, 2);
+  const row = m.tables.spans![0]!;
+  assert.equal(row.name, 'the name');
+  assert.equal(row.service_name, 'svc');
+  assert.equal(row.project_id, 'p1');
+  assert.equal(row.resource_schema_url, 'https://schema/resource');
+  assert.equal(row.scope_name, 'lib');
+  assert.equal(row.kind, -1);
+  assert.equal(row.events_count, 2);
+  assert.equal(m.invalidIds, 1); // the all-zero parent span id
+  assert.equal(m.tables.span_events!.length, 2);
+  assert.equal(m.tables.span_links![0]!.linked_trace_id, '02'.repeat(16));
+});
+
+test('service.name and project.id: the last occurrence counts, and only a string value', () => {
+  const cases: [string, Bytes][] = [
+    ['last wins', [...len(1, kv('service.name', sv('a'))), ...len(1, kv('service.name', sv('b')))]],
+    ['last is not a string', [...len(1, kv('service.name', sv('a'))), ...len(1, kv('service.name', iv(1)))]],
+    ['empty', [...len(1, kv('service.name', sv(''))), ...len(1, kv('project.id', sv('')))]],
+    ['project', [...len(1, kv('project.id', sv('proj-x')))]],
+    ['no value', [...len(1, kv('service.name')), ...len(1, kv('project.id', []))]],
+  ];
+  for (const [label, resource] of cases) {
+    assertSame(request([ids], resource), label);
+    assertSame(request([ids], resource), `${label}, with header`, 'hdr');
+  }
+});
+
+test('ids of the wrong length or all zero are null and counted; empty ids are null', () => {
+  const spans = [
+    [...text(1, Buffer.alloc(15, 1)), ...text(2, Buffer.alloc(8, 1))],
+    [...text(1, Buffer.alloc(16, 0)), ...text(2, Buffer.alloc(9, 1))],
+    [...text(1, Buffer.alloc(0)), ...text(2, Buffer.alloc(0)), ...text(4, Buffer.alloc(0))],
+    [...ids, ...text(4, Buffer.alloc(8, 0xff))],
+  ];
+  const m = assertSame(request(spans), 'ids') as Mapped;
+  assert.equal(m.invalidIds, 3); // 15-byte trace id; all-zero trace id and 9-byte span id
+});
+
+test('bodies protobuf refuses are refused: every truncation, bad UTF-8, counts past int32, deep values', () => {
+  const whole = jsonToProtobuf('traces', tracesRequest(3, 7), codec);
+  let refused = 0;
+  for (let cut = 0; cut < whole.length; cut++) {
+    const r = assertSame(whole.subarray(0, cut), `cut at ${cut}`);
+    if ('error' in r) refused++;
+  }
+  assert.ok(refused > whole.length / 2, `${refused} of ${whole.length} truncations refused`);
+  const bad = Buffer.from([0x61, 0xff, 0x62]);
+  for (const [label, span] of [
+    ['bad UTF-8 in a name', [...ids, ...text(5, bad)]],
+    ['bad UTF-8 in an attribute', [...ids, ...len(9, kv('k', sv(bad)))]],
+    ['bad UTF-8 in an escaped attribute', [...ids, ...len(9, kv('k', sv(Buffer.from([0x22, 0xc3]))))]],
+    ['bad UTF-8 in a key', [...ids, ...len(9, kv(bad, sv('v')))]],
+    ['dropped count past int32', [...ids, ...num(10, 2 ** 31)]],
+    ['wire type 7', [...ids, ...varint((20 << 3) | 7)]],
+    [
+      'a varint of 11 bytes',
+      [...ids, ...num(6, 0), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01],
+    ],
+  ] as [string, Bytes][]) {
+    const r = outcome(() => mapTraceBytes(request([span]), CTX));
+    assert.deepEqual(r, { error: 'refused' }, label);
+  }
+  // Unknown groups are skipped, nested up to protoc's limit of 100.
+  const groups = (levels: number): Bytes => [
+    ...Array.from({ length: levels }, () => varint((30 << 3) | 3)).flat(),
+    ...Array.from({ length: levels }, () => varint((30 << 3) | 4)).flat(),
+  ];
+  assert.equal(mapTraceBytes(request([[...ids, ...groups(100)]]), CTX).items, 1);
+  assert.deepEqual(
+    outcome(() => mapTraceBytes(request([[...ids, ...groups(101)]]), CTX)),
+    { error: 'refused' },
+  );
+});
+
+test('AnyValues nest up to 64 levels, as in JSON requests; deeper ones are refused', () => {
+  // protobufjs stops at 100 nested messages (~47 AnyValue levels here), so JSON is the reference.
+  const nested = (levels: number) => {
+    let wire = sv('leaf');
+    let json: unknown = { stringValue: 'leaf' };
+    for (let i = 0; i < levels; i++) {
+      wire = len(5, len(1, wire));
+      json = { arrayValue: { values: [json] } };
+    }
+    const span = {
+      traceId: 'ab'.repeat(16),
+      spanId: 'cd'.repeat(8),
+      attributes: [{ key: 'deep', value: json }],
+    };
+    return {
+      wire: outcome(() => mapTraceBytes(request([[...ids, ...len(9, kv('deep', wire))]]), CTX)),
+      json: outcome(() => mapJson('traces', { resourceSpans: [{ scopeSpans: [{ spans: [span] }] }] })),
+    };
+  };
+  const ok = nested(64);
+  assert.deepEqual(ok.wire, ok.json);
+  assert.ok(!('error' in ok.wire));
+  assert.deepEqual(nested(65), { wire: { error: 'refused' }, json: { error: 'refused' } });
+});
+
+test('corrupted bodies are refused with OtlpDecodeError or mapped, never anything else', () => {
+  const whole = Buffer.from(jsonToProtobuf('traces', tracesRequest(5, 3), codec));
+  let seed = 12345;
+  const random = () => {
+    seed = (seed * 1103515245 + 12345) & 0x7fffffff;
+    return seed;
+  };
+  for (let i = 0; i < 2000; i++) {
+    const bytes = Buffer.from(whole);
+    for (let k = 0; k < 3; k++) bytes[random() % bytes.length] = random() & 0xff;
+    outcome(() => mapTraceBytes(bytes, CTX));
+  }
+});
+
+test('a field of the wrong wire type is skipped as unknown, as protobuf specifies', () => {
+  // protobufjs reads such a field by its number regardless of the wire type: no reference here.
+  const attributes = [kv('k', [...num(1, 7), ...sv('ok')]), kv('w', fixed32(3, 5)), kv('n', num(4, 1))];
+  const span = [...ids, ...fixed64(5, 1n), ...text(6, 'x'), ...attributes.flatMap((a) => len(9, a))];
+  const row = mapTraceBytes(request([span]), CTX).tables.spans![0]!;
+  assert.equal(row.attributes, '{"k":"ok","w":null,"n":null}');
+  assert.equal(row.name, null);
+  assert.equal(row.kind, 0);
+});
+
+test('decodeRequest leaves protobuf traces as bytes for mapRequest; other signals get a tree', () => {
+  const bytes = jsonToProtobuf('traces', tracesRequest(2, 1), codec);
+  const req = decodeRequest('traces', bytes, 'protobuf', codec);
+  assert.equal(req.wire, bytes);
+  assert.equal(req.root, null);
+  assert.deepEqual(mapRequest('traces', req, CTX), viaTree(bytes));
+  const logs = decodeRequest('logs', Uint8Array.from(len(1, [])), 'protobuf', codec);
+  assert.equal(logs.wire, null);
+  assert.equal(logs.root.resourceLogs.length, 1);
+});
