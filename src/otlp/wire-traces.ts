@@ -98,9 +98,9 @@ class TraceMapper {
   private readonly attributes = new Ranges();
   private readonly events = new Ranges();
   private readonly links = new Ranges();
-  readonly spanRows: Row[] = [];
-  readonly eventRows: Row[] = [];
-  readonly linkRows: Row[] = [];
+  private readonly spanRows: Row[] = [];
+  private readonly eventRows: Row[] = [];
+  private readonly linkRows: Row[] = [];
 
   constructor(body: Uint8Array, ctx: MapContext) {
     this.r = new WireReader(body);
@@ -158,9 +158,7 @@ class TraceMapper {
     const scopes = this.scopeSpans;
     const e = this.envelope(start, end, scopes);
     const shared = this.resource(e.start, e.end, e.schemaUrl);
-    // Scope ranges are copied out: a scope's spans are gathered into another Ranges, not this one.
-    const at = scopes.at.slice(0, scopes.n);
-    for (let i = 0; i < at.length; i += 2) this.scope(at[i]!, at[i + 1]!, shared);
+    for (let i = 0; i < scopes.n; i += 2) this.scope(scopes.at[i]!, scopes.at[i + 1]!, shared);
   }
 
   private resource(start: number, end: number, schemaUrl: string | null): Shared {

@@ -234,21 +234,21 @@ export class AttributesWriter {
     if (kvs.n === 0) return '{}';
     this.len = 0;
     this.keys.reset();
-    if (this.object(kvs.at, 0, kvs.n, 0)) return this.out.toString('utf8', 0, this.len);
-    return attributesJson(keyValueMsgs(this.r, kvs.at, 0, kvs.n, 0));
+    if (this.object(kvs.at, kvs.n, 0)) return this.out.toString('utf8', 0, this.len);
+    return attributesJson(keyValueMsgs(this.r, kvs.at, kvs.n, 0));
   }
 
-  /** Writes `{...}` for the KeyValues in ranges [from, to); false when a key needs the JS object. */
-  private object(at: readonly number[], from: number, to: number, depth: number): boolean {
+  /** Writes `{...}` for the KeyValues whose ranges are the first `n` of `at`; false when a key needs the JS object. */
+  private object(at: readonly number[], n: number, depth: number): boolean {
     const r = this.r;
     const keysFrom = this.keys.n;
     this.byte(0x7b);
     const kv = this.kv;
-    for (let i = from; i < to; i += 2) {
+    for (let i = 0; i < n; i += 2) {
       keyValue(r, at[i]!, at[i + 1]!, kv);
       const { keyStart, keyEnd, valueStart, valueEnd } = kv;
       if (!this.newKey(keyStart, keyEnd, keysFrom)) return false;
-      if (i > from) this.byte(0x2c);
+      if (i > 0) this.byte(0x2c);
       this.text(keyStart, keyEnd);
       this.byte(0x3a);
       if (valueStart < 0) this.ascii('null');
@@ -313,7 +313,7 @@ export class AttributesWriter {
       }
       case KVLIST_VALUE: {
         const kvs = listRanges(r, m.start, m.end);
-        return this.object(kvs, 0, kvs.length, depth + 1);
+        return this.object(kvs, kvs.length, depth + 1);
       }
       default:
         this.ascii('null');
@@ -462,10 +462,10 @@ function jsonInt64(lo: number, hi: number): string {
 // --- the object route, for the lists a JS object must order ----------------------------------
 
 /** KeyValue messages as the message objects values.ts reads (strings, bigint ints, Uint8Array bytes). */
-function keyValueMsgs(r: WireReader, at: readonly number[], from: number, to: number, depth: number): Msg[] {
+function keyValueMsgs(r: WireReader, at: readonly number[], n: number, depth: number): Msg[] {
   const out: Msg[] = [];
   const kv: KeyValueAt = { keyStart: 0, keyEnd: 0, valueStart: -1, valueEnd: -1 };
-  for (let i = from; i < to; i += 2) {
+  for (let i = 0; i < n; i += 2) {
     keyValue(r, at[i]!, at[i + 1]!, kv);
     const key = r.string(kv.keyStart, kv.keyEnd);
     const value = kv.valueStart < 0 ? null : anyValueMsg(r, kv.valueStart, kv.valueEnd, depth);
@@ -500,7 +500,7 @@ function anyValueMsg(r: WireReader, start: number, end: number, depth: number): 
     }
     case KVLIST_VALUE: {
       const kvs = listRanges(r, m.start, m.end);
-      return { kvlistValue: { values: keyValueMsgs(r, kvs, 0, kvs.length, depth + 1) } };
+      return { kvlistValue: { values: keyValueMsgs(r, kvs, kvs.length, depth + 1) } };
     }
     default:
       return {};
