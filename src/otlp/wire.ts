@@ -238,7 +238,7 @@ export class AttributesWriter {
     return attributesJson(keyValueMsgs(this.r, kvs.at, kvs.n, 0));
   }
 
-  /** Writes `{...}` for the KeyValues whose ranges are the first `n` of `at`; false when a key needs the JS object. */
+  /** Writes `{...}` for the KeyValues in the first `n` of `at`; false when a key needs the JS object. */
   private object(at: readonly number[], n: number, depth: number): boolean {
     const r = this.r;
     const keysFrom = this.keys.n;

@@ -264,7 +264,7 @@ test('ids of the wrong length or all zero are null and counted; empty ids are nu
   assert.equal(m.invalidIds, 3); // 15-byte trace id; all-zero trace id and 9-byte span id
 });
 
-test('bodies protobuf refuses are refused: every truncation, bad UTF-8, counts past int32, deep values', () => {
+test('refused: every truncation protobufjs refuses, bad UTF-8, counts past int32, deep groups', () => {
   const whole = jsonToProtobuf('traces', tracesRequest(3, 7), codec);
   let refused = 0;
   for (let cut = 0; cut < whole.length; cut++) {
