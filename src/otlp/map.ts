@@ -30,6 +30,7 @@ import {
   str,
   stringAttribute,
 } from './values.ts';
+import { mapLogBytes } from './wire-logs.ts';
 import { mapTraceBytes } from './wire-traces.ts';
 
 export interface MapContext {
@@ -51,7 +52,7 @@ export interface Mapped {
  * decoders only check the outer shape). Tables without rows are left out of `tables`.
  */
 export function mapRequest(signal: Signal, req: ExportRequest, ctx: MapContext): Mapped {
-  if (req.wire !== null) return mapTraceBytes(req.wire, ctx);
+  if (req.wire !== null) return (signal === 'traces' ? mapTraceBytes : mapLogBytes)(req.wire, ctx);
   try {
     return mapRoot(signal, req.root, ctx);
   } catch (err) {

@@ -1,5 +1,5 @@
 // Decoding of an OTLP/HTTP request body (JSON or protobuf) into the message tree the mapper reads;
-// protobuf traces skip the tree: the mapper reads their bytes (wire-traces.ts).
+// protobuf traces and logs skip the tree: the mapper reads their bytes (wire-traces.ts, wire-logs.ts).
 
 import { OtlpDecodeError } from './errors.ts';
 import type { ProtoCodec } from './proto.ts';
@@ -18,7 +18,7 @@ export interface ExportRequest {
    * the outer list is checked here; `mapRequest` checks the rest while it reads.
    */
   root: Msg;
-  /** Protobuf traces: the body itself, which `mapRequest` reads without a message tree. */
+  /** Protobuf traces and logs: the body itself, which `mapRequest` reads without a message tree. */
   readonly wire: Uint8Array | null;
   /** JSON only: the body text, parsed again exactly if an int64 JSON number beyond 2^53 shows up. */
   readonly text: string | null;
@@ -44,7 +44,7 @@ export function decodeRequest(
 ): ExportRequest {
   if (format === 'protobuf') {
     if (proto === null) throw new Error('protobuf bodies need the optional package protobufjs');
-    if (signal === 'traces') return { signal, format, root: null, text: null, wire: body };
+    if (signal !== 'metrics') return { signal, format, root: null, text: null, wire: body };
     return { signal, format, root: proto.decodeRequest(signal, body), text: null, wire: null };
   }
   const text = utf8(body);

@@ -6,7 +6,7 @@
 import { LossyJsonNumber, OtlpDecodeError } from './errors.ts';
 
 /** A node of a decoded message: a parsed JSON object or a protobufjs message. */
-// biome-ignore lint/suspicious/noExplicitAny: decoded OTLP trees are dynamically typed and checked field by field
+// biome-ignore lint/suspicious/noExplicitAny: decoded OTLP trees are dynamic, checked field by field
 export type Msg = any;
 
 /** Mutable counters shared by the readers while one request is mapped. */

@@ -5,23 +5,10 @@
 
 import type { Row } from '../schema/tables.ts';
 import { nanosToMicros } from '../schema/time.ts';
-import { OtlpDecodeError } from './errors.ts';
 import type { MapContext, Mapped } from './map.ts';
-import { AttributesWriter, I32, I64, LEN, Ranges, stringAttribute, tag, VARINT, WireReader } from './wire.ts';
+import { I32, I64, LEN, Ranges, tag, VARINT } from './wire.ts';
+import { count, optional, RequestWalker, type Shared } from './wire-request.ts';
 
-const RESOURCE_SPANS = tag(1, LEN);
-// ResourceSpans (resource, scope_spans, schema_url) and ScopeSpans (scope, spans, schema_url)
-const HEAD = tag(1, LEN);
-const ITEMS = tag(2, LEN);
-const SCHEMA_URL = tag(3, LEN);
-// Resource
-const RESOURCE_ATTRIBUTES = tag(1, LEN);
-const RESOURCE_DROPPED = tag(2, VARINT);
-// InstrumentationScope
-const SCOPE_NAME = tag(1, LEN);
-const SCOPE_VERSION = tag(2, LEN);
-const SCOPE_ATTRIBUTES = tag(3, LEN);
-const SCOPE_DROPPED = tag(4, VARINT);
 // Span
 const TRACE_ID = tag(1, LEN);
 const SPAN_ID = tag(2, LEN);
@@ -52,76 +39,15 @@ const LINK_FLAGS = tag(6, I32);
 const STATUS_MESSAGE = tag(2, LEN);
 const STATUS_CODE = tag(3, VARINT);
 
-const SERVICE_NAME_KEY = Buffer.from('service.name');
-const PROJECT_ID_KEY = Buffer.from('project.id');
-
-/** The columns every row of one resource, or of one scope, shares (as in map.ts). */
-interface Shared {
-  project_id: string;
-  service_name: string | null;
-  resource_attributes: string;
-  resource_dropped_attributes_count: number;
-  resource_schema_url: string | null;
-  scope_name: string | null;
-  scope_version: string | null;
-  scope_attributes: string;
-  scope_dropped_attributes_count: number;
-  scope_schema_url: string | null;
-}
-
-/** Where the resource or scope of a ResourceSpans or ScopeSpans is (-1: absent), and its schema URL. */
-interface Envelope {
-  start: number;
-  end: number;
-  schemaUrl: string | null;
-}
-
-/** A uint32 count column (int32 in the tables): values past 2^31 - 1 are refused, as in map.ts. */
-function count(v: number, field: string): number {
-  if (v > 0x7fffffff) throw new OtlpDecodeError(`${field}: ${v} is outside the 32-bit range`);
-  return v;
-}
-
-/** A string field: '' (the proto3 default) becomes null. */
-function optional(s: string): string | null {
-  return s === '' ? null : s;
-}
-
-class TraceMapper {
-  private readonly r: WireReader;
-  private readonly writer: AttributesWriter;
-  private readonly ctx: MapContext;
-  private invalidIds = 0;
-  // Element ranges, reused; each is read before the next message of its kind is gathered.
-  private readonly scopeSpans = new Ranges();
-  private readonly spans = new Ranges();
-  private readonly attributes = new Ranges();
+class TraceMapper extends RequestWalker {
   private readonly events = new Ranges();
   private readonly links = new Ranges();
   private readonly spanRows: Row[] = [];
   private readonly eventRows: Row[] = [];
   private readonly linkRows: Row[] = [];
 
-  constructor(body: Uint8Array, ctx: MapContext) {
-    this.r = new WireReader(body);
-    this.writer = new AttributesWriter(this.r);
-    this.ctx = ctx;
-  }
-
   map(): Mapped {
-    const r = this.r;
-    const end = r.buf.length;
-    while (r.pos < end) {
-      const t = r.uint32(end);
-      if (t !== RESOURCE_SPANS) {
-        r.skip(t & 7, end);
-        continue;
-      }
-      const n = r.length(end);
-      const start = r.pos;
-      this.resourceSpans(start, start + n);
-      r.pos = start + n;
-    }
+    this.walk();
     const tables: Mapped['tables'] = {};
     if (this.spanRows.length > 0) tables.spans = this.spanRows;
     if (this.eventRows.length > 0) tables.span_events = this.eventRows;
@@ -129,119 +55,8 @@ class TraceMapper {
     return { tables, items: this.spanRows.length, invalidIds: this.invalidIds };
   }
 
-  /**
-   * Reads a ResourceSpans or ScopeSpans: field 1 the resource or scope (the last one counts), 2 the
-   * repeated items, gathered into `items`, 3 the schema URL (which may come after the items).
-   */
-  private envelope(start: number, end: number, items: Ranges): Envelope {
-    const r = this.r;
-    const e: Envelope = { start: -1, end: -1, schemaUrl: null };
-    items.reset();
-    r.pos = start;
-    while (r.pos < end) {
-      const t = r.uint32(end);
-      if (t === HEAD || t === ITEMS || t === SCHEMA_URL) {
-        const n = r.length(end);
-        const at = r.pos;
-        r.pos += n;
-        if (t === HEAD) {
-          e.start = at;
-          e.end = at + n;
-        } else if (t === ITEMS) items.push(at, at + n);
-        else e.schemaUrl = optional(r.string(at, at + n));
-      } else r.skip(t & 7, end);
-    }
-    return e;
-  }
-
-  private resourceSpans(start: number, end: number): void {
-    const scopes = this.scopeSpans;
-    const e = this.envelope(start, end, scopes);
-    const shared = this.resource(e.start, e.end, e.schemaUrl);
-    for (let i = 0; i < scopes.n; i += 2) this.scope(scopes.at[i]!, scopes.at[i + 1]!, shared);
-  }
-
-  private resource(start: number, end: number, schemaUrl: string | null): Shared {
-    const r = this.r;
-    const attrs = this.attributes;
-    attrs.reset();
-    let dropped = 0;
-    r.pos = start;
-    while (r.pos < end) {
-      const t = r.uint32(end);
-      if (t === RESOURCE_ATTRIBUTES) {
-        const n = r.length(end);
-        attrs.push(r.pos, r.pos + n);
-        r.pos += n;
-      } else if (t === RESOURCE_DROPPED) dropped = r.uint32(end);
-      else r.skip(t & 7, end);
-    }
-    const header = this.ctx.headerProjectId;
-    return {
-      project_id:
-        header !== undefined && header !== ''
-          ? header
-          : stringAttribute(r, attrs, PROJECT_ID_KEY) || this.ctx.defaultProjectId,
-      service_name: stringAttribute(r, attrs, SERVICE_NAME_KEY) || null,
-      resource_attributes: this.writer.json(attrs),
-      resource_dropped_attributes_count: count(dropped, 'resource.droppedAttributesCount'),
-      resource_schema_url: schemaUrl,
-      scope_name: null,
-      scope_version: null,
-      scope_attributes: '{}',
-      scope_dropped_attributes_count: 0,
-      scope_schema_url: null,
-    };
-  }
-
-  private scope(start: number, end: number, resource: Shared): void {
-    const spans = this.spans;
-    const e = this.envelope(start, end, spans);
-    const shared: Shared = { ...resource, scope_schema_url: e.schemaUrl };
-    if (e.start >= 0) this.scopeColumns(e.start, e.end, shared);
-    for (let i = 0; i < spans.n; i += 2) this.span(spans.at[i]!, spans.at[i + 1]!, shared);
-  }
-
-  private scopeColumns(start: number, end: number, s: Shared): void {
-    const r = this.r;
-    const attrs = this.attributes;
-    attrs.reset();
-    let name = '';
-    let version = '';
-    let dropped = 0;
-    r.pos = start;
-    while (r.pos < end) {
-      const t = r.uint32(end);
-      if (t === SCOPE_NAME || t === SCOPE_VERSION || t === SCOPE_ATTRIBUTES) {
-        const n = r.length(end);
-        const at = r.pos;
-        r.pos += n;
-        if (t === SCOPE_NAME) name = r.string(at, at + n);
-        else if (t === SCOPE_VERSION) version = r.string(at, at + n);
-        else attrs.push(at, at + n);
-      } else if (t === SCOPE_DROPPED) dropped = r.uint32(end);
-      else r.skip(t & 7, end);
-    }
-    s.scope_name = optional(name);
-    s.scope_version = optional(version);
-    s.scope_attributes = this.writer.json(attrs);
-    s.scope_dropped_attributes_count = count(dropped, 'scope.droppedAttributesCount');
-  }
-
-  /** A trace id (16 bytes) or span id (8) as hex; null when empty, null and counted when invalid. */
-  private id(start: number, end: number, byteLength: number): string | null {
-    if (start === end) return null;
-    const buf = this.r.buf;
-    let any = 0;
-    for (let i = start; i < end; i++) any |= buf[i]!;
-    if (end - start !== byteLength || any === 0) {
-      this.invalidIds++;
-      return null;
-    }
-    return buf.toString('hex', start, end);
-  }
-
-  private span(start: number, end: number, s: Shared): void {
+  /** A span, then its events and links. */
+  protected item(start: number, end: number, s: Shared): void {
     const r = this.r;
     const attrs = this.attributes;
     const events = this.events;

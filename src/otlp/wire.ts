@@ -1,10 +1,11 @@
-// Reads protobuf wire format straight from a request body: the traces mapper (wire-traces.ts) uses
-// it to map spans without building a message tree first. Field numbers are the OTLP .proto files'
-// (proto/opentelemetry/proto/common/v1/common.proto for KeyValue and AnyValue).
+// Reads protobuf wire format straight from a request body: the traces and logs mappers
+// (wire-traces.ts, wire-logs.ts) use it to map without building a message tree first. Field
+// numbers are the OTLP .proto files' (proto/opentelemetry/proto/common/v1/common.proto for
+// KeyValue and AnyValue).
 
 import { isUtf8 } from 'node:buffer';
 import { OtlpDecodeError } from './errors.ts';
-import { attributesJson, type Msg } from './values.ts';
+import { attributesJson, bodyText, type Msg } from './values.ts';
 
 /** Wire types (the low 3 bits of a tag). */
 export const VARINT = 0;
@@ -236,6 +237,18 @@ export class AttributesWriter {
     this.keys.reset();
     if (this.object(kvs.at, kvs.n, 0)) return this.out.toString('utf8', 0, this.len);
     return attributesJson(keyValueMsgs(this.r, kvs.at, kvs.n, 0));
+  }
+
+  /** A log body (values.ts' bodyText): a string value as is, any other value as JSON, null when none. */
+  body(start: number, end: number): string | null {
+    const r = this.r;
+    const m = lastMember(r, start, end, this.member);
+    if (m.tag === 0) return null;
+    if (m.tag === STRING_VALUE) return r.string(m.start, m.end);
+    this.len = 0;
+    this.keys.reset();
+    if (this.anyValue(start, end, 0)) return this.out.toString('utf8', 0, this.len);
+    return bodyText(anyValueMsg(r, start, end, 0));
   }
 
   /** Writes `{...}` for the KeyValues in the first `n` of `at`; false when a key needs the JS object. */

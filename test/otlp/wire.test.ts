@@ -1,10 +1,10 @@
-// Protobuf traces are mapped straight from their bytes (src/otlp/wire-traces.ts). These tests hold
-// that mapping to the reference: protobufjs' message tree mapped by map.ts, for the same bytes.
+// Protobuf traces and logs are mapped straight from their bytes (src/otlp/wire-*.ts). These tests
+// hold that mapping to the reference: protobufjs' message tree mapped by map.ts, for the same bytes.
 
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
-import { tracesRequest } from '../../bench/otlp-payloads.ts';
+import { logsRequest, tracesRequest } from '../../bench/otlp-payloads.ts';
 import {
   decodeRequest,
   loadProtobuf,
@@ -13,22 +13,18 @@ import {
   OtlpDecodeError,
   type ProtoCodec,
 } from '../../src/otlp/index.ts';
+import { mapLogBytes } from '../../src/otlp/wire-logs.ts';
 import { mapTraceBytes } from '../../src/otlp/wire-traces.ts';
 import { CTX, jsonToProtobuf, mapJson } from './helpers.ts';
 
 const codec = (await loadProtobuf()) as ProtoCodec;
+type Wired = 'traces' | 'logs';
 
 /** The reference: protobufjs decodes the body into a message tree, which map.ts maps. */
-function viaTree(bytes: Uint8Array, headerProjectId?: string): Mapped {
-  const root = codec.decodeRequest('traces', bytes);
-  return mapRequest(
-    'traces',
-    { signal: 'traces', format: 'protobuf', root, text: null, wire: null },
-    {
-      ...CTX,
-      headerProjectId,
-    },
-  );
+function viaTree(bytes: Uint8Array, headerProjectId?: string, signal: Wired = 'traces'): Mapped {
+  const root = codec.decodeRequest(signal, bytes);
+  const req = { signal, format: 'protobuf' as const, root, text: null, wire: null };
+  return mapRequest(signal, req, { ...CTX, headerProjectId });
 }
 
 function outcome(f: () => Mapped): Mapped | { error: string } {
@@ -41,12 +37,21 @@ function outcome(f: () => Mapped): Mapped | { error: string } {
 }
 
 /** Both routes give the same rows, or both refuse the body. */
-function assertSame(bytes: Uint8Array, label: string, headerProjectId?: string): Mapped | { error: string } {
-  const direct = outcome(() => mapTraceBytes(bytes, { ...CTX, headerProjectId }));
-  const tree = outcome(() => viaTree(bytes, headerProjectId));
+function assertSame(
+  bytes: Uint8Array,
+  label: string,
+  headerProjectId?: string,
+  signal: Wired = 'traces',
+): Mapped | { error: string } {
+  const map = signal === 'traces' ? mapTraceBytes : mapLogBytes;
+  const direct = outcome(() => map(bytes, { ...CTX, headerProjectId }));
+  const tree = outcome(() => viaTree(bytes, headerProjectId, signal));
   assert.deepEqual(direct, tree, label);
   return direct;
 }
+
+const example = (name: string) =>
+  JSON.parse(readFileSync(new URL(`../fixtures/otlp/${name}.json`, import.meta.url), 'utf8'));
 
 // --- a small protobuf writer for bodies protobufjs would not write (field order, unknowns) ------
 
@@ -99,8 +104,7 @@ test('protobuf traces map straight from the bytes to the rows of the message tre
     const m = assertSame(bytes, `benchmark request ${seed}`) as Mapped;
     assert.equal(m.items, 100);
   }
-  const example = readFileSync(new URL('../fixtures/otlp/trace.json', import.meta.url), 'utf8');
-  const trace = jsonToProtobuf('traces', JSON.parse(example), codec);
+  const trace = jsonToProtobuf('traces', example('trace'), codec);
   assertSame(trace, 'official trace.json example');
   assertSame(trace, 'with X-Project-Id', 'from-header');
   assertSame(new Uint8Array(0), 'empty body');
@@ -349,13 +353,97 @@ test('a field of the wrong wire type is skipped as unknown, as protobuf specifie
   assert.equal(row.kind, 0);
 });
 
-test('decodeRequest leaves protobuf traces as bytes for mapRequest; other signals get a tree', () => {
+test('decodeRequest leaves protobuf traces and logs as bytes for mapRequest; metrics get a tree', () => {
   const bytes = jsonToProtobuf('traces', tracesRequest(2, 1), codec);
   const req = decodeRequest('traces', bytes, 'protobuf', codec);
   assert.equal(req.wire, bytes);
   assert.equal(req.root, null);
   assert.deepEqual(mapRequest('traces', req, CTX), viaTree(bytes));
-  const logs = decodeRequest('logs', Uint8Array.from(len(1, [])), 'protobuf', codec);
-  assert.equal(logs.wire, null);
-  assert.equal(logs.root.resourceLogs.length, 1);
+  const logBytes = jsonToProtobuf('logs', logsRequest(2, 1), codec);
+  const logs = decodeRequest('logs', logBytes, 'protobuf', codec);
+  assert.equal(logs.wire, logBytes);
+  assert.deepEqual(mapRequest('logs', logs, CTX), viaTree(logBytes, undefined, 'logs'));
+  const metrics = decodeRequest('metrics', Uint8Array.from(len(1, [])), 'protobuf', codec);
+  assert.equal(metrics.wire, null);
+  assert.equal(metrics.root.resourceMetrics.length, 1);
+});
+
+// --- logs ----------------------------------------------------------------------------------------
+
+/** A logs request of one resource, one scope, the given log records. */
+const logRequest = (records: Bytes[], resource: Bytes = []): Uint8Array =>
+  Uint8Array.from(
+    len(1, [
+      ...len(1, resource),
+      ...len(2, [...len(1, text(1, 'scope')), ...records.flatMap((r) => len(2, r))]),
+    ]),
+  );
+
+test('protobuf logs map straight from the bytes to the rows of the message tree', () => {
+  for (let seed = 1; seed <= 5; seed++) {
+    const bytes = jsonToProtobuf('logs', logsRequest(100, seed), codec);
+    const m = assertSame(bytes, `benchmark request ${seed}`, undefined, 'logs') as Mapped;
+    assert.equal(m.items, 100);
+  }
+  for (const name of ['logs', 'events']) {
+    const bytes = jsonToProtobuf('logs', example(name), codec);
+    assertSame(bytes, `official ${name}.json example`, undefined, 'logs');
+    assertSame(bytes, `${name}.json with X-Project-Id`, 'from-header', 'logs');
+  }
+  assertSame(new Uint8Array(0), 'empty body', undefined, 'logs');
+});
+
+test('log bodies and fields of every kind, in any order, map as in the tree', () => {
+  const bodies: [string, Bytes | null][] = [
+    ['absent', null],
+    ['no value', []],
+    ['string', sv('hello "world"')],
+    ['empty string', sv('')],
+    ['int', iv(-42)],
+    ['big int', iv(2n ** 62n)],
+    ['double NaN', f64(4, Number.NaN)],
+    ['bool', num(2, 1)],
+    ['bytes', text(7, Buffer.from([1, 2, 250]))],
+    ['array', len(5, [...len(1, sv('a')), ...len(1, iv(1)), ...len(1, [])])],
+    ['map', len(6, [...len(1, kv('k', sv('v'))), ...len(1, kv('n', f64(4, 1.25)))])],
+    ['map with a repeated key', len(6, [...len(1, kv('k', sv('first'))), ...len(1, kv('k', sv('last')))])],
+    ['map with integer-like keys', len(6, [...len(1, kv('b', iv(1))), ...len(1, kv('1', iv(2)))])],
+    ['last member wins', [...iv(1), ...sv('s')]],
+  ];
+  const records = bodies.map(([, body], i) => [
+    ...(body === null ? [] : len(5, body)),
+    ...text(12, 'event.name'),
+    ...len(6, kv('i', iv(i))),
+    ...num(99, 1),
+    ...text(10, Buffer.alloc(8, 0x11)),
+    ...fixed64(11, 1_700_000_000_000_000_000n + BigInt(i)),
+    ...fixed32(8, 1),
+    ...text(3, 'WARN'),
+    ...num(2, 13),
+    ...text(9, Buffer.alloc(16, 0x22)),
+    ...num(7, 2),
+    ...fixed64(1, BigInt(i)),
+    ...len(6, kv('j', sv('x'))),
+  ]);
+  const resource = [...len(1, kv('service.name', sv('svc'))), ...len(1, kv('project.id', sv('p')))];
+  const m = assertSame(logRequest(records, resource), 'bodies', undefined, 'logs') as Mapped;
+  assert.equal(m.items, bodies.length);
+  const rows = m.tables.logs!;
+  assert.equal(rows[0]!.body, null);
+  assert.equal(rows[2]!.body, 'hello "world"');
+  assert.equal(rows[12]!.body, '{"1":2,"b":1}');
+  assert.equal(rows[0]!.attributes, '{"i":0,"j":"x"}');
+  assert.equal(rows[0]!.service_name, 'svc');
+  assert.equal(rows[0]!.severity_text, 'WARN');
+  // Ids wrong or all zero, counted; a truncated record; bad UTF-8 in a body.
+  const ids = [...text(9, Buffer.alloc(16, 0)), ...text(10, Buffer.alloc(7, 1))];
+  assert.equal((assertSame(logRequest([ids]), 'ids', undefined, 'logs') as Mapped).invalidIds, 2);
+  const whole = jsonToProtobuf('logs', logsRequest(2, 9), codec);
+  for (let cut = 0; cut < whole.length; cut++)
+    assertSame(whole.subarray(0, cut), `cut at ${cut}`, undefined, 'logs');
+  const bad = logRequest([len(5, sv(Buffer.from([0x61, 0xff])))]);
+  assert.deepEqual(
+    outcome(() => mapLogBytes(bad, CTX)),
+    { error: 'refused' },
+  );
 });

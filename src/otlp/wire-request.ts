@@ -1,0 +1,209 @@
+// The walk protobuf traces and logs requests share: request -> ResourceSpans|ResourceLogs ->
+// ScopeSpans|ScopeLogs -> span or log record. It reads the resource and scope columns every row
+// carries (as map.ts' resourceCols and scopeCols do); a subclass maps the items. Field numbers are
+// those of proto/opentelemetry/proto/{trace,logs}/v1/*.proto and resource/v1/resource.proto.
+
+import { OtlpDecodeError } from './errors.ts';
+import type { MapContext } from './map.ts';
+import { AttributesWriter, LEN, Ranges, stringAttribute, tag, VARINT, WireReader } from './wire.ts';
+
+// The request's repeated resource_spans or resource_logs
+const RESOURCES = tag(1, LEN);
+// ResourceSpans|ResourceLogs (resource, scope_*, schema_url), ScopeSpans|ScopeLogs (scope, items, schema_url)
+const HEAD = tag(1, LEN);
+const ITEMS = tag(2, LEN);
+const SCHEMA_URL = tag(3, LEN);
+// Resource
+const RESOURCE_ATTRIBUTES = tag(1, LEN);
+const RESOURCE_DROPPED = tag(2, VARINT);
+// InstrumentationScope
+const SCOPE_NAME = tag(1, LEN);
+const SCOPE_VERSION = tag(2, LEN);
+const SCOPE_ATTRIBUTES = tag(3, LEN);
+const SCOPE_DROPPED = tag(4, VARINT);
+
+const SERVICE_NAME_KEY = Buffer.from('service.name');
+const PROJECT_ID_KEY = Buffer.from('project.id');
+
+/** The columns every row of one resource, or of one scope, shares (as in map.ts). */
+export interface Shared {
+  project_id: string;
+  service_name: string | null;
+  resource_attributes: string;
+  resource_dropped_attributes_count: number;
+  resource_schema_url: string | null;
+  scope_name: string | null;
+  scope_version: string | null;
+  scope_attributes: string;
+  scope_dropped_attributes_count: number;
+  scope_schema_url: string | null;
+}
+
+/** Where the resource or scope of an envelope (below) is (-1: absent), and its schema URL. */
+interface Envelope {
+  start: number;
+  end: number;
+  schemaUrl: string | null;
+}
+
+/** A uint32 count column (int32 in the tables): values past 2^31 - 1 are refused, as in map.ts. */
+export function count(v: number, field: string): number {
+  if (v > 0x7fffffff) throw new OtlpDecodeError(`${field}: ${v} is outside the 32-bit range`);
+  return v;
+}
+
+/** A string field: '' (the proto3 default) becomes null. */
+export function optional(s: string): string | null {
+  return s === '' ? null : s;
+}
+
+export abstract class RequestWalker {
+  protected readonly r: WireReader;
+  protected readonly writer: AttributesWriter;
+  private readonly ctx: MapContext;
+  protected invalidIds = 0;
+  // Element ranges, reused; each is read before the next message of its kind is gathered.
+  private readonly scopes = new Ranges();
+  private readonly items = new Ranges();
+  /** Attribute ranges of the message being mapped (resource, scope, then each item in turn). */
+  protected readonly attributes = new Ranges();
+
+  constructor(body: Uint8Array, ctx: MapContext) {
+    this.r = new WireReader(body);
+    this.writer = new AttributesWriter(this.r);
+    this.ctx = ctx;
+  }
+
+  /** Maps the item (span or log record) in [start, end) with the columns of its resource and scope. */
+  protected abstract item(start: number, end: number, s: Shared): void;
+
+  /** Maps every item of the request. */
+  protected walk(): void {
+    const r = this.r;
+    const end = r.buf.length;
+    while (r.pos < end) {
+      const t = r.uint32(end);
+      if (t !== RESOURCES) {
+        r.skip(t & 7, end);
+        continue;
+      }
+      const n = r.length(end);
+      const start = r.pos;
+      this.resourceItems(start, start + n);
+      r.pos = start + n;
+    }
+  }
+
+  private resourceItems(start: number, end: number): void {
+    const scopes = this.scopes;
+    const e = this.envelope(start, end, scopes);
+    const shared = this.resource(e.start, e.end, e.schemaUrl);
+    for (let i = 0; i < scopes.n; i += 2) this.scope(scopes.at[i]!, scopes.at[i + 1]!, shared);
+  }
+
+  /**
+   * Reads a ResourceSpans|ResourceLogs or ScopeSpans|ScopeLogs: field 1 the resource or scope
+   * (the last one counts), 2 the repeated items, gathered into `items`, 3 the schema URL (which
+   * may come after the items).
+   */
+  private envelope(start: number, end: number, items: Ranges): Envelope {
+    const r = this.r;
+    const e: Envelope = { start: -1, end: -1, schemaUrl: null };
+    items.reset();
+    r.pos = start;
+    while (r.pos < end) {
+      const t = r.uint32(end);
+      if (t === HEAD || t === ITEMS || t === SCHEMA_URL) {
+        const n = r.length(end);
+        const at = r.pos;
+        r.pos += n;
+        if (t === HEAD) {
+          e.start = at;
+          e.end = at + n;
+        } else if (t === ITEMS) items.push(at, at + n);
+        else e.schemaUrl = optional(r.string(at, at + n));
+      } else r.skip(t & 7, end);
+    }
+    return e;
+  }
+
+  private resource(start: number, end: number, schemaUrl: string | null): Shared {
+    const r = this.r;
+    const attrs = this.attributes;
+    attrs.reset();
+    let dropped = 0;
+    r.pos = start;
+    while (r.pos < end) {
+      const t = r.uint32(end);
+      if (t === RESOURCE_ATTRIBUTES) {
+        const n = r.length(end);
+        attrs.push(r.pos, r.pos + n);
+        r.pos += n;
+      } else if (t === RESOURCE_DROPPED) dropped = r.uint32(end);
+      else r.skip(t & 7, end);
+    }
+    const header = this.ctx.headerProjectId;
+    return {
+      project_id:
+        header !== undefined && header !== ''
+          ? header
+          : stringAttribute(r, attrs, PROJECT_ID_KEY) || this.ctx.defaultProjectId,
+      service_name: stringAttribute(r, attrs, SERVICE_NAME_KEY) || null,
+      resource_attributes: this.writer.json(attrs),
+      resource_dropped_attributes_count: count(dropped, 'resource.droppedAttributesCount'),
+      resource_schema_url: schemaUrl,
+      scope_name: null,
+      scope_version: null,
+      scope_attributes: '{}',
+      scope_dropped_attributes_count: 0,
+      scope_schema_url: null,
+    };
+  }
+
+  private scope(start: number, end: number, resource: Shared): void {
+    const items = this.items;
+    const e = this.envelope(start, end, items);
+    const shared: Shared = { ...resource, scope_schema_url: e.schemaUrl };
+    if (e.start >= 0) this.scopeColumns(e.start, e.end, shared);
+    for (let i = 0; i < items.n; i += 2) this.item(items.at[i]!, items.at[i + 1]!, shared);
+  }
+
+  private scopeColumns(start: number, end: number, s: Shared): void {
+    const r = this.r;
+    const attrs = this.attributes;
+    attrs.reset();
+    let name = '';
+    let version = '';
+    let dropped = 0;
+    r.pos = start;
+    while (r.pos < end) {
+      const t = r.uint32(end);
+      if (t === SCOPE_NAME || t === SCOPE_VERSION || t === SCOPE_ATTRIBUTES) {
+        const n = r.length(end);
+        const at = r.pos;
+        r.pos += n;
+        if (t === SCOPE_NAME) name = r.string(at, at + n);
+        else if (t === SCOPE_VERSION) version = r.string(at, at + n);
+        else attrs.push(at, at + n);
+      } else if (t === SCOPE_DROPPED) dropped = r.uint32(end);
+      else r.skip(t & 7, end);
+    }
+    s.scope_name = optional(name);
+    s.scope_version = optional(version);
+    s.scope_attributes = this.writer.json(attrs);
+    s.scope_dropped_attributes_count = count(dropped, 'scope.droppedAttributesCount');
+  }
+
+  /** A trace id (16 bytes) or span id (8) as hex; null when empty, null and counted when invalid. */
+  protected id(start: number, end: number, byteLength: number): string | null {
+    if (start === end) return null;
+    const buf = this.r.buf;
+    let any = 0;
+    for (let i = start; i < end; i++) any |= buf[i]!;
+    if (end - start !== byteLength || any === 0) {
+      this.invalidIds++;
+      return null;
+    }
+    return buf.toString('hex', start, end);
+  }
+}
