@@ -27,7 +27,7 @@
 // Full 20,000-row batches did as well (86-91k). Their p99 at half rate was 55-161 ms in 6 of 24
 // scenarios while an in-day compaction still merged 64 such files at once (1.28M rows, ~1 s of
 // both cores); since a compaction stops at compact_small_file_rows it was 12-47 ms in all 40 of
-// five full runs. 50,000-row batches raised it to 91 ms.
+// five full runs, and 11-35 ms in all 24 of three later ones. 50,000-row batches raised it to 91 ms.
 
 import { spawn } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
