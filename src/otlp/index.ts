@@ -1,6 +1,7 @@
 // OTLP decoding (JSON and protobuf), mapping to table rows, and response bodies.
 //   const req = decodeRequest('traces', body, 'json', null);   // throws OtlpDecodeError -> 400
 //   const { tables, items, invalidIds } = mapRequest('traces', req, ctx); // may throw it too
+// Protobuf traces and logs are read straight from the bytes by mapRequest (wire*.ts).
 
 export { OtlpDecodeError } from './errors.ts';
 export { type MapContext, type Mapped, mapRequest } from './map.ts';

@@ -34,7 +34,8 @@ const RESOURCE_FIELD: Readonly<Record<Signal, readonly [string, string]>> = {
 /**
  * Decodes a request body. Throws OtlpDecodeError for bodies that are not an OTLP message
  * (truncated or invalid JSON, a top level that is not an object, a resource list that is not an
- * array, invalid protobuf). For protobuf, `proto` must be the codec from `loadProtobuf()`.
+ * array, invalid protobuf metrics); invalid protobuf traces and logs are found by `mapRequest`,
+ * which reads their bytes. For protobuf, `proto` must be the codec from `loadProtobuf()`.
  */
 export function decodeRequest(
   signal: Signal,
