@@ -101,7 +101,7 @@ function mapRoot(signal: Signal, root: Msg, ctx: MapContext): Mapped {
 
 // --- resource and scope ----------------------------------------------------------------------
 
-interface ResourceCols {
+export interface ResourceCols {
   project_id: string;
   service_name: string | null;
   resource_attributes: string;
@@ -109,7 +109,7 @@ interface ResourceCols {
   resource_schema_url: string | null;
 }
 
-interface ScopeCols {
+export interface ScopeCols {
   scope_name: string | null;
   scope_version: string | null;
   scope_attributes: string;

@@ -4,8 +4,9 @@
 
 import type { Row } from '../schema/tables.ts';
 import type { MapContext, Mapped } from './map.ts';
+import { int32, str } from './values.ts';
 import { I32, I64, LEN, tag, VARINT } from './wire.ts';
-import { count, optional, RequestWalker, type Shared } from './wire-request.ts';
+import { RequestWalker, type Shared } from './wire-request.ts';
 
 // LogRecord
 const TIME = tag(1, I64);
@@ -44,10 +45,10 @@ class LogMapper extends RequestWalker {
     let bodyEnd = -1;
     let dropped = 0;
     let flags = 0;
-    let traceId = -1;
-    let traceIdEnd = -1;
-    let spanId = -1;
-    let spanIdEnd = -1;
+    let traceId = 0;
+    let traceIdEnd = 0;
+    let spanId = 0;
+    let spanIdEnd = 0;
     let eventName = '';
     r.pos = start;
     while (r.pos < end) {
@@ -103,14 +104,14 @@ class LogMapper extends RequestWalker {
       time_unix_nano: time,
       observed_time_unix_nano: observed,
       severity_number: severity,
-      severity_text: optional(severityText),
+      severity_text: str(severityText, 'logRecord.severityText'),
       body: bodyStart < 0 ? null : this.writer.body(bodyStart, bodyEnd),
       attributes: this.writer.json(attrs),
-      trace_id: traceId < 0 ? null : this.id(traceId, traceIdEnd, 16),
-      span_id: spanId < 0 ? null : this.id(spanId, spanIdEnd, 8),
+      trace_id: this.id(traceId, traceIdEnd, 16),
+      span_id: this.id(spanId, spanIdEnd, 8),
       flags: BigInt(flags),
-      event_name: optional(eventName),
-      dropped_attributes_count: count(dropped, 'logRecord.droppedAttributesCount'),
+      event_name: str(eventName, 'logRecord.eventName'),
+      dropped_attributes_count: int32(dropped, 'logRecord.droppedAttributesCount'),
       schema_version: null,
       resource_attributes: s.resource_attributes,
       resource_dropped_attributes_count: s.resource_dropped_attributes_count,

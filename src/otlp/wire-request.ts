@@ -3,8 +3,8 @@
 // carries (as map.ts' resourceCols and scopeCols do); a subclass maps the items. Field numbers are
 // those of proto/opentelemetry/proto/{trace,logs}/v1/*.proto and resource/v1/resource.proto.
 
-import { OtlpDecodeError } from './errors.ts';
-import type { MapContext } from './map.ts';
+import type { MapContext, ResourceCols, ScopeCols } from './map.ts';
+import { int32, str } from './values.ts';
 import { AttributesWriter, LEN, Ranges, stringAttribute, tag, VARINT, WireReader } from './wire.ts';
 
 // The request's repeated resource_spans or resource_logs
@@ -25,19 +25,8 @@ const SCOPE_DROPPED = tag(4, VARINT);
 const SERVICE_NAME_KEY = Buffer.from('service.name');
 const PROJECT_ID_KEY = Buffer.from('project.id');
 
-/** The columns every row of one resource, or of one scope, shares (as in map.ts). */
-export interface Shared {
-  project_id: string;
-  service_name: string | null;
-  resource_attributes: string;
-  resource_dropped_attributes_count: number;
-  resource_schema_url: string | null;
-  scope_name: string | null;
-  scope_version: string | null;
-  scope_attributes: string;
-  scope_dropped_attributes_count: number;
-  scope_schema_url: string | null;
-}
+/** The columns every row of one resource and scope shares (map.ts' resourceCols and scopeCols). */
+export type Shared = ResourceCols & ScopeCols;
 
 /** Where the resource or scope of an envelope (below) is (-1: absent), and its schema URL. */
 interface Envelope {
@@ -46,23 +35,13 @@ interface Envelope {
   schemaUrl: string | null;
 }
 
-/** A uint32 count column (int32 in the tables): values past 2^31 - 1 are refused, as in map.ts. */
-export function count(v: number, field: string): number {
-  if (v > 0x7fffffff) throw new OtlpDecodeError(`${field}: ${v} is outside the 32-bit range`);
-  return v;
-}
-
-/** A string field: '' (the proto3 default) becomes null. */
-export function optional(s: string): string | null {
-  return s === '' ? null : s;
-}
-
 export abstract class RequestWalker {
   protected readonly r: WireReader;
   protected readonly writer: AttributesWriter;
   private readonly ctx: MapContext;
   protected invalidIds = 0;
   // Element ranges, reused; each is read before the next message of its kind is gathered.
+  private readonly resources = new Ranges();
   private readonly scopes = new Ranges();
   private readonly items = new Ranges();
   /** Attribute ranges of the message being mapped (resource, scope, then each item in turn). */
@@ -79,19 +58,8 @@ export abstract class RequestWalker {
 
   /** Maps every item of the request. */
   protected walk(): void {
-    const r = this.r;
-    const end = r.buf.length;
-    while (r.pos < end) {
-      const t = r.uint32(end);
-      if (t !== RESOURCES) {
-        r.skip(t & 7, end);
-        continue;
-      }
-      const n = r.length(end);
-      const start = r.pos;
-      this.resourceItems(start, start + n);
-      r.pos = start + n;
-    }
+    const resources = this.r.collect(0, this.r.buf.length, RESOURCES, this.resources);
+    for (let i = 0; i < resources.n; i += 2) this.resourceItems(resources.at[i]!, resources.at[i + 1]!);
   }
 
   private resourceItems(start: number, end: number): void {
@@ -121,7 +89,7 @@ export abstract class RequestWalker {
           e.start = at;
           e.end = at + n;
         } else if (t === ITEMS) items.push(at, at + n);
-        else e.schemaUrl = optional(r.string(at, at + n));
+        else e.schemaUrl = str(r.string(at, at + n), 'schemaUrl');
       } else r.skip(t & 7, end);
     }
     return e;
@@ -150,7 +118,7 @@ export abstract class RequestWalker {
           : stringAttribute(r, attrs, PROJECT_ID_KEY) || this.ctx.defaultProjectId,
       service_name: stringAttribute(r, attrs, SERVICE_NAME_KEY) || null,
       resource_attributes: this.writer.json(attrs),
-      resource_dropped_attributes_count: count(dropped, 'resource.droppedAttributesCount'),
+      resource_dropped_attributes_count: int32(dropped, 'resource.droppedAttributesCount'),
       resource_schema_url: schemaUrl,
       scope_name: null,
       scope_version: null,
@@ -188,13 +156,16 @@ export abstract class RequestWalker {
       } else if (t === SCOPE_DROPPED) dropped = r.uint32(end);
       else r.skip(t & 7, end);
     }
-    s.scope_name = optional(name);
-    s.scope_version = optional(version);
+    s.scope_name = str(name, 'scope.name');
+    s.scope_version = str(version, 'scope.version');
     s.scope_attributes = this.writer.json(attrs);
-    s.scope_dropped_attributes_count = count(dropped, 'scope.droppedAttributesCount');
+    s.scope_dropped_attributes_count = int32(dropped, 'scope.droppedAttributesCount');
   }
 
-  /** A trace id (16 bytes) or span id (8) as hex; null when empty, null and counted when invalid. */
+  /**
+   * The trace id (16 bytes) or span id (8) in [start, end) as hex: null when empty (or never sent:
+   * start = end = 0), null and counted when invalid (values.ts' id).
+   */
   protected id(start: number, end: number, byteLength: number): string | null {
     if (start === end) return null;
     const buf = this.r.buf;

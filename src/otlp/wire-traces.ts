@@ -6,8 +6,9 @@
 import type { Row } from '../schema/tables.ts';
 import { nanosToMicros } from '../schema/time.ts';
 import type { MapContext, Mapped } from './map.ts';
+import { int32, str } from './values.ts';
 import { I32, I64, LEN, Ranges, tag, VARINT } from './wire.ts';
-import { count, optional, RequestWalker, type Shared } from './wire-request.ts';
+import { RequestWalker, type Shared } from './wire-request.ts';
 
 // Span
 const TRACE_ID = tag(1, LEN);
@@ -64,12 +65,12 @@ class TraceMapper extends RequestWalker {
     attrs.reset();
     events.reset();
     links.reset();
-    let traceId = -1;
-    let traceIdEnd = -1;
-    let spanId = -1;
-    let spanIdEnd = -1;
-    let parentId = -1;
-    let parentIdEnd = -1;
+    let traceId = 0;
+    let traceIdEnd = 0;
+    let spanId = 0;
+    let spanIdEnd = 0;
+    let parentId = 0;
+    let parentIdEnd = 0;
     let traceState = '';
     let name = '';
     let kind = 0;
@@ -156,9 +157,9 @@ class TraceMapper extends RequestWalker {
         } else r.skip(t & 7, statusEnd);
       }
     }
-    const trace = traceId < 0 ? null : this.id(traceId, traceIdEnd, 16);
-    const span = spanId < 0 ? null : this.id(spanId, spanIdEnd, 8);
-    const spanName = optional(name);
+    const trace = this.id(traceId, traceIdEnd, 16);
+    const span = this.id(spanId, spanIdEnd, 8);
+    const spanName = str(name, 'span.name');
     const eventTs = nanosToMicros(startNano);
     this.spanRows.push({
       project_id: s.project_id,
@@ -166,8 +167,8 @@ class TraceMapper extends RequestWalker {
       service_name: s.service_name,
       trace_id: trace,
       span_id: span,
-      parent_span_id: parentId < 0 ? null : this.id(parentId, parentIdEnd, 8),
-      trace_state: optional(traceState),
+      parent_span_id: this.id(parentId, parentIdEnd, 8),
+      trace_state: str(traceState, 'span.traceState'),
       flags: BigInt(flags),
       name: spanName,
       kind,
@@ -175,13 +176,13 @@ class TraceMapper extends RequestWalker {
       end_time_unix_nano: endNano,
       duration_ns: null, // derived by RowNormalizer, as for rows given to the library
       status_code: statusCode,
-      status_message: optional(statusMessage),
+      status_message: str(statusMessage, 'span.status.message'),
       attributes: this.writer.json(attrs),
-      dropped_attributes_count: count(dropped, 'span.droppedAttributesCount'),
+      dropped_attributes_count: int32(dropped, 'span.droppedAttributesCount'),
       events_count: events.n / 2,
-      dropped_events_count: count(droppedEvents, 'span.droppedEventsCount'),
+      dropped_events_count: int32(droppedEvents, 'span.droppedEventsCount'),
       links_count: links.n / 2,
-      dropped_links_count: count(droppedLinks, 'span.droppedLinksCount'),
+      dropped_links_count: int32(droppedLinks, 'span.droppedLinksCount'),
       resource_attributes: s.resource_attributes,
       resource_dropped_attributes_count: s.resource_dropped_attributes_count,
       resource_schema_url: s.resource_schema_url,
@@ -232,9 +233,9 @@ class TraceMapper extends RequestWalker {
       span_id: spanId,
       span_name: spanName,
       time_unix_nano: time,
-      name: optional(name),
+      name: str(name, 'event.name'),
       attributes: this.writer.json(attrs),
-      dropped_attributes_count: count(dropped, 'event.droppedAttributesCount'),
+      dropped_attributes_count: int32(dropped, 'event.droppedAttributesCount'),
       resource_attributes: s.resource_attributes,
       resource_dropped_attributes_count: s.resource_dropped_attributes_count,
       resource_schema_url: s.resource_schema_url,
@@ -258,10 +259,10 @@ class TraceMapper extends RequestWalker {
     const r = this.r;
     const attrs = this.attributes;
     attrs.reset();
-    let linkedTrace = -1;
-    let linkedTraceEnd = -1;
-    let linkedSpan = -1;
-    let linkedSpanEnd = -1;
+    let linkedTrace = 0;
+    let linkedTraceEnd = 0;
+    let linkedSpan = 0;
+    let linkedSpanEnd = 0;
     let traceState = '';
     let flags = 0;
     let dropped = 0;
@@ -291,12 +292,12 @@ class TraceMapper extends RequestWalker {
       trace_id: traceId,
       span_id: spanId,
       span_name: spanName,
-      linked_trace_id: linkedTrace < 0 ? null : this.id(linkedTrace, linkedTraceEnd, 16),
-      linked_span_id: linkedSpan < 0 ? null : this.id(linkedSpan, linkedSpanEnd, 8),
-      trace_state: optional(traceState),
+      linked_trace_id: this.id(linkedTrace, linkedTraceEnd, 16),
+      linked_span_id: this.id(linkedSpan, linkedSpanEnd, 8),
+      trace_state: str(traceState, 'link.traceState'),
       flags: BigInt(flags),
       attributes: this.writer.json(attrs),
-      dropped_attributes_count: count(dropped, 'link.droppedAttributesCount'),
+      dropped_attributes_count: int32(dropped, 'link.droppedAttributesCount'),
       resource_attributes: s.resource_attributes,
       resource_dropped_attributes_count: s.resource_dropped_attributes_count,
       resource_schema_url: s.resource_schema_url,

@@ -5,7 +5,7 @@
 
 import { isUtf8 } from 'node:buffer';
 import { OtlpDecodeError } from './errors.ts';
-import { attributesJson, bodyText, type Msg } from './values.ts';
+import { attributesJson, bodyText, jsonDouble, jsonInt, type Msg } from './values.ts';
 
 /** Wire types (the low 3 bits of a tag). */
 export const VARINT = 0;
@@ -23,8 +23,6 @@ export function tag(field: number, wireType: number): number {
 function invalid(what: string): OtlpDecodeError {
   return new OtlpDecodeError(`invalid protobuf body: ${what}`);
 }
-
-const SAFE_MAX = 9007199254740992n;
 
 // Unknown groups nested deeper are refused rather than overflowing the stack (protoc's limit).
 const MAX_GROUP_DEPTH = 100;
@@ -145,6 +143,23 @@ export class WireReader {
       default:
         throw invalid(`wire type ${wireType} at offset ${this.pos}`);
     }
+  }
+
+  /** The elements of a repeated LEN field (its `tag`) in [start, end), gathered into `out`. */
+  collect(start: number, end: number, fieldTag: number, out: Ranges): Ranges {
+    out.reset();
+    this.pos = start;
+    while (this.pos < end) {
+      const t = this.uint32(end);
+      if (t !== fieldTag) {
+        this.skip(t & 7, end);
+        continue;
+      }
+      const n = this.length(end);
+      out.push(this.pos, this.pos + n);
+      this.pos += n;
+    }
+    return out;
   }
 
   /** The UTF-8 text in [start, end); invalid UTF-8 is refused, as by protobuf's own parsers. */
@@ -301,12 +316,12 @@ export class AttributesWriter {
         return true;
       case INT_VALUE:
         r.pos = m.start;
-        this.ascii(jsonInt64(r.varint64(end), r.hi));
+        this.ascii(jsonText(jsonInt({ low: r.varint64(end), high: r.hi | 0 }, 'intValue')));
         return true;
       case DOUBLE_VALUE: {
         r.pos = m.start;
         const x = r.double(end);
-        this.ascii(Number.isFinite(x) ? String(x) : `"${x}"`);
+        this.ascii(jsonText(jsonDouble(x)));
         return true;
       }
       case BYTES_VALUE:
@@ -317,16 +332,16 @@ export class AttributesWriter {
       case ARRAY_VALUE: {
         const items = listRanges(r, m.start, m.end);
         this.byte(0x5b);
-        for (let k = 0; k < items.length; k += 2) {
+        for (let k = 0; k < items.n; k += 2) {
           if (k > 0) this.byte(0x2c);
-          if (!this.anyValue(items[k]!, items[k + 1]!, depth + 1)) return false;
+          if (!this.anyValue(items.at[k]!, items.at[k + 1]!, depth + 1)) return false;
         }
         this.byte(0x5d);
         return true;
       }
       case KVLIST_VALUE: {
         const kvs = listRanges(r, m.start, m.end);
-        return this.object(kvs, kvs.length, depth + 1);
+        return this.object(kvs.at, kvs.n, depth + 1);
       }
       default:
         this.ascii('null');
@@ -448,28 +463,13 @@ function lastMember(r: WireReader, start: number, end: number, m: Member): Membe
 }
 
 /** The element ranges of an ArrayValue (AnyValues) or a KeyValueList (KeyValues). */
-function listRanges(r: WireReader, start: number, end: number): number[] {
-  const out: number[] = [];
-  r.pos = start;
-  while (r.pos < end) {
-    const t = r.uint32(end);
-    if (t !== VALUES) {
-      r.skip(t & 7, end);
-      continue;
-    }
-    const n = r.length(end);
-    out.push(r.pos, r.pos + n);
-    r.pos += n;
-  }
-  return out;
+function listRanges(r: WireReader, start: number, end: number): Ranges {
+  return r.collect(start, end, VALUES, new Ranges());
 }
 
-/** An int64 varint as JSON: a number when |v| <= 2^53, else a decimal string (values.ts' jsonInt). */
-function jsonInt64(lo: number, hi: number): string {
-  const n = (hi | 0) * 4294967296 + lo;
-  if (Number.isSafeInteger(n)) return String(n);
-  const b = (BigInt(hi | 0) << 32n) + BigInt(lo);
-  return b >= -SAFE_MAX && b <= SAFE_MAX ? String(b) : `"${b}"`;
+/** An int64 or double as values.ts' jsonInt or jsonDouble gives it, as JSON text. */
+function jsonText(v: number | string): string {
+  return typeof v === 'number' ? String(v) : `"${v}"`;
 }
 
 // --- the object route, for the lists a JS object must order ----------------------------------
@@ -497,8 +497,8 @@ function anyValueMsg(r: WireReader, start: number, end: number, depth: number): 
     case BOOL_VALUE:
       return { boolValue: r.varint64(end) !== 0 || r.hi !== 0 };
     case INT_VALUE: {
-      const lo = r.varint64(end);
-      return { intValue: (BigInt(r.hi | 0) << 32n) + BigInt(lo) };
+      const low = r.varint64(end);
+      return { intValue: { low, high: r.hi | 0 } }; // read as protobufjs' Long is
     }
     case DOUBLE_VALUE:
       return { doubleValue: r.double(end) };
@@ -507,13 +507,13 @@ function anyValueMsg(r: WireReader, start: number, end: number, depth: number): 
     case ARRAY_VALUE: {
       const items = listRanges(r, m.start, m.end);
       const values: Msg[] = [];
-      for (let i = 0; i < items.length; i += 2)
-        values.push(anyValueMsg(r, items[i]!, items[i + 1]!, depth + 1));
+      for (let i = 0; i < items.n; i += 2)
+        values.push(anyValueMsg(r, items.at[i]!, items.at[i + 1]!, depth + 1));
       return { arrayValue: { values } };
     }
     case KVLIST_VALUE: {
       const kvs = listRanges(r, m.start, m.end);
-      return { kvlistValue: { values: keyValueMsgs(r, kvs, kvs.length, depth + 1) } };
+      return { kvlistValue: { values: keyValueMsgs(r, kvs.at, kvs.n, depth + 1) } };
     }
     default:
       return {};
