@@ -112,6 +112,23 @@ const reports: Record<string, TableReport[]> = {
       { autoCompact: { minFiles: 4, smallFileRows: 100 }, checkpointInterval: 10 },
       10,
     ),
+    // Row groups copied as they are (copyRowGroupsFrom 1): files of several small row groups.
+    await build(
+      out,
+      'autocompact',
+      'spans',
+      Array.from({ length: 24 }, (_, i) => 3 + (i % 5)),
+      { autoCompact: { minFiles: 4, smallFileRows: 100, copyRowGroupsFrom: 1 }, rowGroupSize: 3 },
+      12,
+    ),
+    await build(
+      out,
+      'autocompact',
+      'metrics_hist',
+      Array.from({ length: 16 }, (_, i) => 2 + (i % 4)),
+      { autoCompact: { minFiles: 4, smallFileRows: 100, copyRowGroupsFrom: 1 }, rowGroupSize: 2 },
+      13,
+    ),
   ],
 };
 await closeDeltaWorkers();

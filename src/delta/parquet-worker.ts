@@ -8,6 +8,7 @@ import { exposeGc, ReturnedInput, serveTasks } from '../storage/worker-pool.ts';
 import { Arena, type Batches, joinBatches, transferables } from './batch.ts';
 import { type CheckpointContent, encodeCheckpoint } from './checkpoint.ts';
 import { batchFrame } from './frame.ts';
+import { concatParquet, NotConcatenable } from './parquet-concat.ts';
 import { computeStats, type FileStats } from './stats.ts';
 
 export interface WriteBatchTask {
@@ -26,6 +27,18 @@ export interface CompactTask {
   zstdLevel: number;
   rowGroupSize: number;
   fsync: boolean;
+  /**
+   * Copy the inputs' row groups as they are (concatParquet) when each has at least this many rows;
+   * otherwise, and when null, the rows are rewritten into row groups of `rowGroupSize`.
+   */
+  copyRowGroupsFrom: number | null;
+}
+
+export interface CompactedFile extends WrittenFile {
+  /** Rows in the written file, read from its footer. */
+  rows: number;
+  /** Whether the row groups were copied (true) or the rows rewritten. */
+  copied: boolean;
 }
 
 export interface CheckpointTask {
@@ -105,13 +118,21 @@ serveTasks({
     }
   },
 
-  async compact(task: CompactTask): Promise<WrittenFile & { rows: number }> {
+  async compact(task: CompactTask): Promise<CompactedFile> {
+    if (task.copyRowGroupsFrom !== null) {
+      try {
+        const { rows } = await concatParquet(task.inputs, task.path, task.copyRowGroupsFrom);
+        return { ...(await finished(task.path, task.fsync)), rows, copied: true };
+      } catch (err) {
+        if (!(err instanceof NotConcatenable)) throw err;
+      }
+    }
     const scans = task.inputs.map((p) => pl.scanParquet(p));
     const frame = scans.length === 1 ? scans[0]! : pl.concat(scans);
     sink(frame, task.path, task.zstdLevel, task.rowGroupSize);
     // The row count read back from the written file's footer checks the compaction.
     const rows = pl.scanParquet(task.path).select(pl.len()).collectSync().getColumn('len');
-    return { ...(await finished(task.path, task.fsync)), rows: Number(rows.getIndex(0)) };
+    return { ...(await finished(task.path, task.fsync)), rows: Number(rows.getIndex(0)), copied: false };
   },
 
   async writeCheckpoint(task: CheckpointTask): Promise<{ sizeInBytes: number; actions: number }> {

@@ -49,10 +49,10 @@ import {
 import { type CheckpointContent, decodeCheckpoint } from './checkpoint.ts';
 import type {
   CheckpointTask,
+  CompactedFile,
   CompactTask,
   WriteBatchTask,
   WrittenBatch,
-  WrittenFile,
 } from './parquet-worker.ts';
 import { deltaSchemaString, schemaFromDelta } from './schema-string.ts';
 import { type FileStats, mergeStats, parseStats, statsToJson } from './stats.ts';
@@ -67,8 +67,12 @@ export interface DeltaOptions {
    * (a tier spans a factor of `minFiles` in rows); the oldest `minFiles` files of a tier, or fewer
    * once they hold `smallFileRows` rows, are compacted into one file. This bounds the file count
    * under sustained small appends, and the work of one compaction. Null = off (default).
+   * When every row group of a group's files has at least `copyRowGroupsFrom` rows (default
+   * 8,192), the row groups are copied into the new file as they are, which costs a file copy
+   * instead of a rewrite; smaller ones are rewritten, as many small row groups read slowly.
+   * OPTIMIZE always rewrites.
    */
-  autoCompact?: { minFiles: number; smallFileRows: number } | null;
+  autoCompact?: { minFiles: number; smallFileRows: number; copyRowGroupsFrom?: number } | null;
   /** `engineInfo` written into commitInfo. */
   engineInfo?: string;
   /** Rows per Parquet row group. Default 131072. */
@@ -118,6 +122,8 @@ const ENGINE_INFO = `otelake/${VERSION}`;
 const COMMIT_ATTEMPTS = 8;
 const COMMIT_RETRY_MS = 100;
 const DEFAULT_ROW_GROUP = 131_072;
+/** In-day compaction copies row groups of at least this many rows (DeltaOptions.autoCompact). */
+const DEFAULT_COPY_ROW_GROUPS_FROM = 8192;
 /** A reader this many commits behind the latest checkpoint reloads from it instead of replaying. */
 const RELOAD_AFTER_COMMITS = 200;
 
@@ -707,11 +713,11 @@ export class DeltaTable {
       if (inputs) {
         this.compacting = true;
         this.background(
-          this.serialCompaction(() => this.compactGroups([inputs], 'OPTIMIZE', { auto: 'true' })).finally(
-            () => {
-              this.compacting = false;
-            },
-          ),
+          this.serialCompaction(() =>
+            this.compactGroups([inputs], 'OPTIMIZE', { auto: 'true' }, this.copyRowGroupsFrom(inputs)),
+          ).finally(() => {
+            this.compacting = false;
+          }),
         );
       }
     }
@@ -754,10 +760,21 @@ export class DeltaTable {
   }
 
   /** Rewrites each group of files as one file; all groups in one OPTIMIZE commit. */
+  /** The row group size from which `inputs` may be copied, or null when one file is too small for it. */
+  private copyRowGroupsFrom(inputs: readonly AddFile[]): number | null {
+    const from = this.opts.autoCompact?.copyRowGroupsFrom ?? DEFAULT_COPY_ROW_GROUPS_FROM;
+    return inputs.every((f) => f.numRecords >= from) ? from : null;
+  }
+
+  /**
+   * Rewrites each group of files as one file; all groups in one OPTIMIZE commit. With
+   * `copyRowGroupsFrom` (see DeltaOptions.autoCompact) the row groups may be copied instead.
+   */
   private async compactGroups(
     groups: AddFile[][],
     operation: string,
     params: Record<string, string>,
+    copyRowGroupsFrom: number | null = null,
   ): Promise<OptimizeResult> {
     const outputs = groups.map(() => `part-${randomUUID()}.zstd.parquet`);
     for (const o of outputs) this.inFlight.add(o);
@@ -770,8 +787,9 @@ export class DeltaTable {
             zstdLevel: this.opts.zstdLevel,
             rowGroupSize: this.opts.rowGroupSize,
             fsync: this.opts.fsync,
+            copyRowGroupsFrom,
           };
-          return deltaPool().run<WrittenFile & { rows: number }>('compact', task);
+          return deltaPool().run<CompactedFile>('compact', task);
         }),
       );
       const now = Date.now();
