@@ -15,9 +15,9 @@ import {
   encodeStruct,
   field,
   intField,
-  listField,
   setInt,
   structField,
+  structItems,
   ThriftError,
   type TList,
   type TStruct,
@@ -76,14 +76,8 @@ async function readAt(fh: FileHandle, position: number, length: number): Promise
   return buf;
 }
 
-/** The row groups of a FileMetaData (checked to be structs). */
-function rowGroups(meta: TStruct): TStruct[] {
-  return (listField(meta, FMD_ROW_GROUPS)?.items ?? []) as TStruct[];
-}
-
-function chunks(rowGroup: TStruct): TStruct[] {
-  return (listField(rowGroup, RG_COLUMNS)?.items ?? []) as TStruct[];
-}
+const rowGroups = (meta: TStruct): TStruct[] => structItems(meta, FMD_ROW_GROUPS);
+const chunks = (rowGroup: TStruct): TStruct[] => structItems(rowGroup, RG_COLUMNS);
 
 async function readInput(path: string, minRowGroupRows: number): Promise<Input> {
   const fh = await open(path, 'r');
@@ -148,6 +142,10 @@ async function readInput(path: string, minRowGroupRows: number): Promise<Input> 
           offsetIndex = decodeStruct(bytes);
           if (!Buffer.from(encodeStruct(offsetIndex)).equals(bytes))
             throw new NotConcatenable('offset index does not round-trip');
+          for (const loc of structItems(offsetIndex, OI_PAGE_LOCATIONS)) {
+            if (intField(loc, PL_OFFSET) === undefined)
+              throw new NotConcatenable('page location without offset');
+          }
         }
         indexes.set(cc, [columnIndex, offsetIndex]);
       }
@@ -175,7 +173,7 @@ function shiftChunk(cc: TStruct, offsetIndex: TStruct | null, delta: number): vo
     if (at !== undefined && at > 0) setInt(m, id, at + delta);
   }
   if (offsetIndex) {
-    for (const loc of (listField(offsetIndex, OI_PAGE_LOCATIONS)?.items ?? []) as TStruct[]) {
+    for (const loc of structItems(offsetIndex, OI_PAGE_LOCATIONS)) {
       setInt(loc, PL_OFFSET, intField(loc, PL_OFFSET)! + delta);
     }
   }

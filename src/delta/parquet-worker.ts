@@ -37,8 +37,6 @@ export interface CompactTask {
 export interface CompactedFile extends WrittenFile {
   /** Rows in the written file, read from its footer. */
   rows: number;
-  /** Whether the row groups were copied (true) or the rows rewritten. */
-  copied: boolean;
 }
 
 export interface CheckpointTask {
@@ -122,7 +120,7 @@ serveTasks({
     if (task.copyRowGroupsFrom !== null) {
       try {
         const { rows } = await concatParquet(task.inputs, task.path, task.copyRowGroupsFrom);
-        return { ...(await finished(task.path, task.fsync)), rows, copied: true };
+        return { ...(await finished(task.path, task.fsync)), rows };
       } catch (err) {
         if (!(err instanceof NotConcatenable)) throw err;
       }
@@ -132,7 +130,7 @@ serveTasks({
     sink(frame, task.path, task.zstdLevel, task.rowGroupSize);
     // The row count read back from the written file's footer checks the compaction.
     const rows = pl.scanParquet(task.path).select(pl.len()).collectSync().getColumn('len');
-    return { ...(await finished(task.path, task.fsync)), rows: Number(rows.getIndex(0)), copied: false };
+    return { ...(await finished(task.path, task.fsync)), rows: Number(rows.getIndex(0)) };
   },
 
   async writeCheckpoint(task: CheckpointTask): Promise<{ sizeInBytes: number; actions: number }> {

@@ -759,7 +759,6 @@ export class DeltaTable {
     return run;
   }
 
-  /** Rewrites each group of files as one file; all groups in one OPTIMIZE commit. */
   /** The row group size from which `inputs` may be copied, or null when one file is too small for it. */
   private copyRowGroupsFrom(inputs: readonly AddFile[]): number | null {
     const from = this.opts.autoCompact?.copyRowGroupsFrom ?? DEFAULT_COPY_ROW_GROUPS_FROM;

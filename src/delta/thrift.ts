@@ -317,6 +317,14 @@ export function listField(s: TStruct, id: number): TList | undefined {
   return f.value as TList;
 }
 
+/** The structs of a list-of-struct field ([] when absent). */
+export function structItems(s: TStruct, id: number): TStruct[] {
+  const l = listField(s, id);
+  if (l === undefined) return [];
+  if (l.elemType !== T_STRUCT) throw new ThriftError(`field ${id} is not a list of structs`);
+  return l.items as TStruct[];
+}
+
 /** Sets an integer field that is present; the others stay absent. */
 export function setInt(s: TStruct, id: number, value: number): void {
   const f = field(s, id);
