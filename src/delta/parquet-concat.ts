@@ -196,14 +196,22 @@ export async function concatParquet(
   output: string,
   minRowGroupRows: number,
 ): Promise<Concatenated> {
-  let files: Input[];
   try {
-    files = [];
-    for (const path of inputs) files.push(await readInput(path, minRowGroupRows));
+    return await join(inputs, output, minRowGroupRows);
   } catch (err) {
+    // A footer field of an unexpected type, wherever it is met: the files are rewritten instead.
     if (err instanceof ThriftError) throw new NotConcatenable(`unreadable footer: ${err.message}`);
     throw err;
   }
+}
+
+async function join(
+  inputs: readonly string[],
+  output: string,
+  minRowGroupRows: number,
+): Promise<Concatenated> {
+  const files: Input[] = [];
+  for (const path of inputs) files.push(await readInput(path, minRowGroupRows));
   const key = schemaKey(files[0]!.meta);
   for (const f of files) if (!schemaKey(f.meta).equals(key)) throw new NotConcatenable('different schemas');
 
