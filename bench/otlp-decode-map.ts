@@ -8,6 +8,7 @@ import {
   mapRequest,
   type Signal,
 } from '../src/otlp/index.ts';
+import { parseJson } from '../src/otlp/request.ts';
 import { logsRequest, tracesRequest } from './otlp-payloads.ts';
 
 const SECONDS = Number(process.argv[2] ?? 2);
@@ -85,7 +86,8 @@ for (const signal of ['traces', 'logs'] as const) {
       const m = mapRequest(signal, decodeRequest(signal, body, format, codec), ctx);
       if (m.items !== ITEMS) throw new Error('wrong item count');
     });
-    if (format === 'protobuf') continue; // one step, from the bytes: see below
+    // Protobuf traces and logs, and JSON traces, are mapped in one step from the bytes: see below.
+    if (format === 'protobuf' || signal === 'traces') continue;
     run(`${signal} ${format} decode only`, signal, format, (body: Uint8Array) => {
       decodeRequest(signal, body, format, codec);
     });
@@ -98,12 +100,22 @@ for (const signal of ['traces', 'logs'] as const) {
     );
   }
 }
-// Protobuf traces and logs are mapped straight from the bytes, in one step; for comparison, the
-// route through protobufjs' message tree that metrics take.
+// For comparison, the routes through a message tree: JSON.parse's (the fallback of JSON traces),
+// and protobufjs' (which metrics take).
+run('traces json via parsed tree', 'traces', 'json', (body: Uint8Array) => {
+  const req = decodeRequest('traces', body, 'json', codec);
+  parseJson(req);
+  const m = mapRequest('traces', req, ctx);
+  if (m.items !== ITEMS) throw new Error('wrong item count');
+});
 for (const signal of ['traces', 'logs'] as const) {
   run(`${signal} protobuf via message tree`, signal, 'protobuf', (body: Uint8Array) => {
     const root = codec.decodeRequest(signal, body);
-    const m = mapRequest(signal, { signal, format: 'protobuf', root, text: null, wire: null }, ctx);
+    const m = mapRequest(
+      signal,
+      { signal, format: 'protobuf', root, text: null, wire: null, json: null },
+      ctx,
+    );
     if (m.items !== ITEMS) throw new Error('wrong item count');
   });
 }

@@ -5,8 +5,9 @@
 import type { Row, TableName } from '../schema/tables.ts';
 import { nanosToMicros } from '../schema/time.ts';
 import { LossyJsonNumber, OtlpDecodeError } from './errors.ts';
+import { mapTraceJson } from './json-traces.ts';
 import type { ExportRequest, Signal } from './request.ts';
-import { reparseJsonExact } from './request.ts';
+import { parseJson, reparseJsonExact } from './request.ts';
 import {
   attributesJson,
   bodyText,
@@ -27,6 +28,8 @@ import {
   type Msg,
   obj,
   optionalDouble,
+  SPAN_KIND,
+  STATUS_CODE,
   str,
   stringAttribute,
 } from './values.ts';
@@ -53,6 +56,13 @@ export interface Mapped {
  */
 export function mapRequest(signal: Signal, req: ExportRequest, ctx: MapContext): Mapped {
   if (req.wire !== null) return (signal === 'traces' ? mapTraceBytes : mapLogBytes)(req.wire, ctx);
+  if (req.root === null && req.json !== null) {
+    if (signal === 'traces') {
+      const mapped = mapTraceJson(req.json, ctx);
+      if (mapped !== null) return mapped;
+    }
+    parseJson(req);
+  }
   try {
     return mapRoot(signal, req.root, ctx);
   } catch (err) {
@@ -170,21 +180,6 @@ function items(v: unknown, field: string): readonly Msg[] {
 }
 
 // --- traces ----------------------------------------------------------------------------------
-
-const SPAN_KIND: Readonly<Record<string, number>> = {
-  SPAN_KIND_UNSPECIFIED: 0,
-  SPAN_KIND_INTERNAL: 1,
-  SPAN_KIND_SERVER: 2,
-  SPAN_KIND_CLIENT: 3,
-  SPAN_KIND_PRODUCER: 4,
-  SPAN_KIND_CONSUMER: 5,
-};
-
-const STATUS_CODE: Readonly<Record<string, number>> = {
-  STATUS_CODE_UNSET: 0,
-  STATUS_CODE_OK: 1,
-  STATUS_CODE_ERROR: 2,
-};
 
 function mapTraces(root: Msg, ctx: MapContext, st: MapState, out: Row[], outEvents: Row[], outLinks: Row[]) {
   for (const rs of items(root.resourceSpans ?? root.resource_spans, 'resourceSpans')) {

@@ -1,5 +1,6 @@
 // Decoding of an OTLP/HTTP request body (JSON or protobuf) into the message tree the mapper reads;
-// protobuf traces and logs skip the tree: the mapper reads their bytes (wire-traces.ts, wire-logs.ts).
+// protobuf traces and logs skip the tree: the mapper reads their bytes (wire-traces.ts, wire-logs.ts),
+// and so do JSON traces, which get a tree only when that fast path declines (json-traces.ts).
 
 import { OtlpDecodeError } from './errors.ts';
 import type { ProtoCodec } from './proto.ts';
@@ -14,14 +15,17 @@ export interface ExportRequest {
   readonly format: BodyFormat;
   /**
    * The message: a parsed JSON object (lowerCamelCase or snake_case keys, values as written) or a
-   * protobufjs message (ids and bytes as Uint8Array, int64 as Long); null when `wire` is set. Only
-   * the outer list is checked here; `mapRequest` checks the rest while it reads.
+   * protobufjs message (ids and bytes as Uint8Array, int64 as Long); null when `wire` is set, and
+   * for JSON traces until `parseJson`. Only the outer list is checked here; `mapRequest` checks
+   * the rest while it reads.
    */
   root: Msg;
   /** Protobuf traces and logs: the body itself, which `mapRequest` reads without a message tree. */
   readonly wire: Uint8Array | null;
   /** JSON only: the body text, parsed again exactly if an int64 JSON number beyond 2^53 shows up. */
-  readonly text: string | null;
+  text: string | null;
+  /** JSON only: the body, read by `mapRequest` first without a tree (traces) or by `parseJson`. */
+  readonly json: Uint8Array | null;
 }
 
 /** The top-level repeated field of each request, in both spellings. */
@@ -45,18 +49,31 @@ export function decodeRequest(
 ): ExportRequest {
   if (format === 'protobuf') {
     if (proto === null) throw new Error('protobuf bodies need the optional package protobufjs');
-    if (signal !== 'metrics') return { signal, format, root: null, text: null, wire: body };
-    return { signal, format, root: proto.decodeRequest(signal, body), text: null, wire: null };
+    if (signal !== 'metrics') return { signal, format, root: null, text: null, wire: body, json: null };
+    return { signal, format, root: proto.decodeRequest(signal, body), text: null, wire: null, json: null };
   }
-  const text = utf8(body);
+  const req: ExportRequest = { signal, format, root: null, text: null, wire: null, json: body };
+  if (signal !== 'traces') parseJson(req);
+  return req;
+}
+
+/**
+ * Parses a JSON request's body into its tree (`root`, and `text`): OtlpDecodeError when it is not
+ * an OTLP message.
+ */
+export function parseJson(req: ExportRequest): Msg {
+  if (req.json === null) throw new Error('only JSON requests are parsed');
+  const text = utf8(req.json);
   let root: unknown;
   try {
     root = text.length === 0 ? {} : JSON.parse(text);
   } catch (err) {
     throw new OtlpDecodeError(`invalid JSON body: ${(err as Error).message}`);
   }
-  checkShape(signal, root);
-  return { signal, format, root, text, wire: null };
+  checkShape(req.signal, root);
+  req.text = text;
+  req.root = root;
+  return root;
 }
 
 function utf8(body: Uint8Array): string {

@@ -159,6 +159,22 @@ export function doubleList(v: unknown, field: string): number[] {
   return out;
 }
 
+/** Enum names a generic proto3 JSON encoder may write instead of numbers. */
+export const SPAN_KIND: Readonly<Record<string, number>> = {
+  SPAN_KIND_UNSPECIFIED: 0,
+  SPAN_KIND_INTERNAL: 1,
+  SPAN_KIND_SERVER: 2,
+  SPAN_KIND_CLIENT: 3,
+  SPAN_KIND_PRODUCER: 4,
+  SPAN_KIND_CONSUMER: 5,
+};
+
+export const STATUS_CODE: Readonly<Record<string, number>> = {
+  STATUS_CODE_UNSET: 0,
+  STATUS_CODE_OK: 1,
+  STATUS_CODE_ERROR: 2,
+};
+
 // --- ids -----------------------------------------------------------------------------------
 
 const HEX32 = /^[0-9a-f]{32}$/;

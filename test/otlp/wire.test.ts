@@ -23,7 +23,7 @@ type Wired = 'traces' | 'logs';
 /** The reference: protobufjs decodes the body into a message tree, which map.ts maps. */
 function viaTree(bytes: Uint8Array, headerProjectId?: string, signal: Wired = 'traces'): Mapped {
   const root = codec.decodeRequest(signal, bytes);
-  const req = { signal, format: 'protobuf' as const, root, text: null, wire: null };
+  const req = { signal, format: 'protobuf' as const, root, text: null, wire: null, json: null };
   return mapRequest(signal, req, { ...CTX, headerProjectId });
 }
 
