@@ -173,13 +173,6 @@ export class JsonReader {
     return this.peek() === -1;
   }
 
-  /** Reads a `null` if one is next. */
-  null(): boolean {
-    if (this.peek() !== 0x6e) return false;
-    this.literal('null');
-    return true;
-  }
-
   /** Enters an object: true; or reads a `null`: false. Anything else is declined. */
   object(): boolean {
     const c = this.peek();

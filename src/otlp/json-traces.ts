@@ -137,6 +137,9 @@ export function mapTraceJson(body: Uint8Array, ctx: MapContext): Mapped | null {
   } catch (err) {
     if (err === DECLINED || err instanceof OtlpDecodeError || err instanceof LossyJsonNumber) return null;
     throw err;
+  } finally {
+    // A list of megabytes grew the attributes' buffer: it is not kept for the requests after.
+    if (scratch.length > SCRATCH_KEPT) scratch = Buffer.allocUnsafe(SCRATCH_BYTES);
   }
 }
 
@@ -187,8 +190,8 @@ class JsonTraceMapper {
 
   map(): Mapped {
     const j = this.j;
-    // An empty body is an empty request, as for the tree path; any other top level but an object is its to refuse.
-    if (j.atEnd() && j.buf.length === 0) return this.mapped();
+    // An empty body is an empty request, as for the tree path; any top level but an object is its to refuse.
+    if (j.buf.length === 0) return this.mapped();
     if (!j.object()) throw DECLINED;
     let lists = 0;
     for (let id = key(j, FIRST_KEY); id !== END_OF_OBJECT; id = key(j, id)) {
@@ -631,9 +634,9 @@ class JsonAttributes {
     }
     if (this.len === 1) return '{}';
     this.byte(0x7d);
-    return this.nonAscii || this.seen >= 0x80
-      ? this.out.toString('utf8', 0, this.len)
-      : this.out.toString('latin1', 0, this.len);
+    const out = this.out;
+    const ascii = !this.nonAscii && this.seen < 0x80;
+    return ascii ? out.toString('latin1', 0, this.len) : out.toString('utf8', 0, this.len);
   }
 
   /** Writes one KeyValue; false (the rest of it skipped) when the list must go the parsed way. */
@@ -731,9 +734,9 @@ class JsonAttributes {
     let p = j.pos;
     if (!KV_KEY.at(j, p)) return false;
     p += KV_KEY.length;
-    // The form is shorter than its JSON object text: with room for the rest of the body, the
-    // key and value are copied while they are scanned, and only kept if the whole form matches.
-    if (this.out.length - this.len < buf.length - p + 8) this.reserve(buf.length - p + 8);
+    // The key and value are copied while they are scanned, and kept only if the whole form
+    // matches and fits: writes past the end of a typed array are dropped, and checked for below.
+    if (this.out.length - this.len < COMPACT_ROOM) this.reserve(COMPACT_ROOM);
     const out = this.out;
     let o = this.len;
     if (!first) out[o++] = 0x2c;
@@ -785,7 +788,7 @@ class JsonAttributes {
       if (word === null) return false;
       for (let i = 0; i < word.length; i++) out[o++] = buf[p++]!;
     } else return false;
-    if (buf[p] !== 0x7d || buf[p + 1] !== 0x7d) return false;
+    if (buf[p] !== 0x7d || buf[p + 1] !== 0x7d || o > out.length) return false;
     if (!this.newKey(keyStart, keyEnd)) return false;
     this.len = o;
     this.seen |= seen;
@@ -850,7 +853,11 @@ class JsonAttributes {
 }
 
 /** Where attribute lists are written, kept from request to request (a mapper runs to its end alone). */
-let scratch = Buffer.allocUnsafe(64 * 1024);
+const SCRATCH_BYTES = 64 * 1024;
+const SCRATCH_KEPT = 1024 * 1024;
+let scratch = Buffer.allocUnsafe(SCRATCH_BYTES);
+/** Room `compact` makes before a KeyValue; a longer one is written by `keyValue`. */
+const COMPACT_ROOM = 4096;
 
 const KV_KEY = new Literal('{"key":"');
 const KV_VALUE = new Literal('","value":{"');

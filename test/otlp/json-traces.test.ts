@@ -203,6 +203,15 @@ test('attribute values of every kind are written as the JSON of the parsed tree'
   );
   assert.equal(m.tables.spans![0]!.attributes, '{"a":200,"b":true}');
   assertFast(request([span('null')]), 'null attributes');
+  // Values longer than the room made for one KeyValue, and a list of megabytes, then a small one.
+  const long = (n: number) => kv('long', `{"stringValue":"${'x'.repeat(n)}"}`);
+  for (const n of [4090, 4100, 10_000]) {
+    const list = `[${kv('a', '{"stringValue":"b"}')},${long(n)},${kv('c', '{"intValue":"1"}')}]`;
+    const m = assertFast(request([span(list)]), `a value of ${n} bytes`);
+    assert.equal((JSON.parse(m.tables.spans![0]!.attributes as string) as { long: string }).long.length, n);
+  }
+  assertFast(request([span(`[${long(3_000_000)}]`)]), 'a list of megabytes');
+  assertFast(request([span(`[${kv('after', '{"stringValue":"the big one"}')}]`)]), 'a small list after it');
   // A key with escapes may spell a known one: the tree reads it.
   assertDeclined(request([span(`[${kv('k', '{"string\\u0056alue":"v"}')}]`)]), 'escaped member name');
   // A value of the wrong type is refused, with the tree's words.
