@@ -175,30 +175,23 @@ export class JsonReader {
 
   /** Enters an object: true; or reads a `null`: false. Anything else is declined. */
   object(): boolean {
-    const c = this.peek();
-    if (c === OPEN_OBJECT) {
-      this.pos++;
-      return true;
-    }
-    if (c === 0x6e) {
-      this.literal('null');
-      return false;
-    }
-    throw DECLINED;
+    return this.enter(OPEN_OBJECT);
   }
 
   /** Enters an array: true; or reads a `null`: false. Anything else is declined. */
   array(): boolean {
+    return this.enter(OPEN_ARRAY);
+  }
+
+  private enter(open: number): boolean {
     const c = this.peek();
-    if (c === OPEN_ARRAY) {
+    if (c === open) {
       this.pos++;
       return true;
     }
-    if (c === 0x6e) {
-      this.literal('null');
-      return false;
-    }
-    throw DECLINED;
+    if (c !== 0x6e) throw DECLINED;
+    this.literal('null');
+    return false;
   }
 
   /**
