@@ -593,9 +593,8 @@ class JsonAttributes {
   private readonly j: JsonReader;
   private out: Buffer = scratch;
   private len = 0;
+  /** Whether a byte beyond ASCII was written (the text is then decoded as UTF-8). */
   private nonAscii = false;
-  /** The bitwise or of the bytes `compact` copied: 0x80 set when one was beyond ASCII. */
-  private seen = 0;
   /** Key ranges of the list being written, for the repeated-key check. */
   private keys: number[] = [];
   private nKeys = 0;
@@ -617,7 +616,6 @@ class JsonAttributes {
     this.len = 0;
     this.nonAscii = false;
     this.nKeys = 0;
-    this.seen = 0;
     this.byte(0x7b);
     let simple = true;
     for (let first = true; j.next(first); first = false) {
@@ -634,9 +632,7 @@ class JsonAttributes {
     }
     if (this.len === 1) return '{}';
     this.byte(0x7d);
-    const out = this.out;
-    const ascii = !this.nonAscii && this.seen < 0x80;
-    return ascii ? out.toString('latin1', 0, this.len) : out.toString('utf8', 0, this.len);
+    return this.out.toString(this.nonAscii ? 'utf8' : 'latin1', 0, this.len);
   }
 
   /** Writes one KeyValue; false (the rest of it skipped) when the list must go the parsed way. */
@@ -791,7 +787,7 @@ class JsonAttributes {
     if (buf[p] !== 0x7d || buf[p + 1] !== 0x7d || o > out.length) return false;
     if (!this.newKey(keyStart, keyEnd)) return false;
     this.len = o;
-    this.seen |= seen;
+    if (seen >= 0x80) this.nonAscii = true;
     j.pos = p + 2;
     if (names) {
       const value =
