@@ -50,6 +50,8 @@ const HEADER_BYTES = 64;
 const RECORD_HEADER = 8;
 const ENTRY_HEADER = 32;
 const DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024;
+/** An active segment this large whose rows are all committed is replaced (and deleted) before the next write. */
+const RECYCLE_EMPTY_BYTES = 1024 * 1024;
 const SEGMENT_NAME = /^(\d{12})\.wal$/;
 const DAMAGED_DIR = 'damaged';
 
@@ -350,6 +352,9 @@ export class WriteAheadLog {
 
   /** Writes and syncs the records of a group; on failure the segment is cut back to before them. */
   private async writeGroup(group: readonly Pending[]): Promise<LoggedEntry[][]> {
+    // The log holds only what is not committed yet: a quiet moment frees the disk it took.
+    if (this.active && this.active.segment.live === 0 && this.active.segment.bytes >= RECYCLE_EMPTY_BYTES)
+      await this.closeActive();
     const { segment, fh } = this.active ?? (await this.openSegment());
     const buffers: Uint8Array[] = [];
     const logged: LoggedEntry[][] = [];
