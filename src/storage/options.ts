@@ -30,6 +30,11 @@ export interface AggregatorConfig {
   /** Under light load, a batch smaller than this waits (at most max_age_s) for more rows. */
   min_batch_rows: number;
   max_batch_rows: number;
+  /**
+   * Rows held between the queue and the tables (batches building, waiting for the writer or being
+   * written) at most; beyond it the queue fills and the drop policy applies.
+   */
+  max_pending_rows: number;
   /** Keep batch column types stable (coerce every value to its column's type). */
   strict_df: boolean;
 }
@@ -108,6 +113,7 @@ export function defaultOptions(): LoggerOptions {
       max_age_s: 0.5,
       min_batch_rows: 100,
       max_batch_rows: 1000,
+      max_pending_rows: 65_536,
       strict_df: true,
     },
     storage_config: {
@@ -192,6 +198,11 @@ export function validateOptions(o: LoggerOptions): void {
   check(
     a.min_batch_rows <= a.max_batch_rows,
     'aggregator_config.min_batch_rows: must not exceed max_batch_rows',
+  );
+  check(isPosInt(a.max_pending_rows), 'aggregator_config.max_pending_rows: expected a positive integer');
+  check(
+    a.max_pending_rows >= a.max_batch_rows,
+    'aggregator_config.max_pending_rows: must be at least max_batch_rows',
   );
   check(typeof a.strict_df === 'boolean', 'aggregator_config.strict_df: expected a boolean');
   const s = o.storage_config;
