@@ -5,6 +5,7 @@ import { open, rename, stat, statfs, unlink } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import pl from 'nodejs-polars';
 import type { ColumnDef, TableSchema } from '../schema/tables.ts';
+import { fsyncPath } from '../storage/files.ts';
 import { exposeGc, ReturnedInput, serveTasks } from '../storage/worker-pool.ts';
 import { Arena, type Batches, joinBatches, transferables } from './batch.ts';
 import { type CheckpointContent, encodeCheckpoint } from './checkpoint.ts';
@@ -68,15 +69,6 @@ async function fullDiskNote(path: string): Promise<string> {
   return ` (no space left on device: ${fs.bavail * fs.bsize} bytes free)`;
 }
 
-async function fsyncFile(path: string): Promise<void> {
-  const fh = await open(path, 'r');
-  try {
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
-}
-
 export interface WrittenFile {
   size: number;
   modificationTime: number;
@@ -88,7 +80,7 @@ export interface WrittenBatch extends WrittenFile {
 
 async function finished(path: string, fsync: boolean): Promise<WrittenFile> {
   // Synced before it is committed: a commit must never point at a file lost with the page cache.
-  if (fsync) await fsyncFile(path);
+  if (fsync) await fsyncPath(path);
   const st = await stat(path);
   return { size: st.size, modificationTime: Math.floor(st.mtimeMs) };
 }
