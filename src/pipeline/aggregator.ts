@@ -205,7 +205,8 @@ export class Aggregator {
     this.clock = init.clock;
     this.log = init.log ?? null;
     this.onEvent = init.onEvent ?? (() => {});
-    this.holdLimit = this.cfg.max_pending_rows;
+    // A batch must be able to fill.
+    this.holdLimit = Math.max(this.cfg.max_pending_rows, this.cfg.max_batch_rows);
     this.stopSignal = new Promise((resolve) => {
       this.signalStop = resolve;
     });

@@ -32,7 +32,8 @@ export interface AggregatorConfig {
   max_batch_rows: number;
   /**
    * Rows held between the queue and the tables (batches building, waiting for the writer or being
-   * written) at most; beyond it the queue fills and the drop policy applies.
+   * written) at most, and at least max_batch_rows; beyond it the queue fills and the drop policy
+   * applies.
    */
   max_pending_rows: number;
   /** Keep batch column types stable (coerce every value to its column's type). */
@@ -200,10 +201,6 @@ export function validateOptions(o: LoggerOptions): void {
     'aggregator_config.min_batch_rows: must not exceed max_batch_rows',
   );
   check(isPosInt(a.max_pending_rows), 'aggregator_config.max_pending_rows: expected a positive integer');
-  check(
-    a.max_pending_rows >= a.max_batch_rows,
-    'aggregator_config.max_pending_rows: must be at least max_batch_rows',
-  );
   check(typeof a.strict_df === 'boolean', 'aggregator_config.strict_df: expected a boolean');
   const s = o.storage_config;
   check(isPosInt(s.checkpoint_interval), 'storage_config.checkpoint_interval: expected a positive integer');
