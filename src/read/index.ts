@@ -1,12 +1,18 @@
 // The read path's public API (library, HTTP /api endpoints, CLI viewer).
 export {
+  type CutValue,
   closeReadWorkers,
+  DEFAULT_MAX_BYTES,
+  EARLY_ARRIVAL_DAYS,
   type FileEntry,
   filtersOf,
   isoFromMicros,
   type JsonValue,
+  METRIC_TYPES,
   type NormalizedQuery,
   normalizeQuery,
+  type ReadChunk,
+  ReadLimitError,
   type ReadOptions,
   type ReadQuery,
   type RowFilter,
@@ -15,5 +21,8 @@ export {
   STORAGES,
   type Storage,
   StorageUnavailableError,
+  type StreamOptions,
+  streamRows,
+  TIME_BOUND_FORMATS,
   validateQuery,
 } from './query.ts';
