@@ -73,8 +73,12 @@ const RECYCLE_AFTER = 64;
 /** Slice size of streams (HTTP, CLI) and of results collected in memory (fewer, larger slices). */
 export const STREAM_CHUNK_BYTES = 4 * 1024 * 1024;
 const COLLECT_CHUNK_BYTES = 32 * 1024 * 1024;
-/** Rows of a first slice at most: the later ones follow the bytes per row measured. */
-const FIRST_CHUNK_ROWS = 256;
+/**
+ * Rows of a first slice at most (the default HTTP limit fits): the first slice's size is only
+ * estimated from its files' bytes per row, which well-compressed values make small; later slices
+ * follow the bytes per row measured.
+ */
+const FIRST_CHUNK_ROWS = 128;
 /** Bytes of values per byte of Parquet file, assumed until a slice is measured (zstd on logs). */
 const FIRST_EXPANSION = 4;
 
@@ -112,10 +116,14 @@ function isVanishedFile(err: unknown): boolean {
   return /No such file or directory|os error 2\b|ENOENT|not found|missing commit/i.test(message);
 }
 
-/** Test seams: a step between listing the files and scanning them; the first-round size. */
+/**
+ * Test seams: a step between listing the files and scanning them; the first-round size; a step
+ * before each slice of rows is read (numbered from 0).
+ */
 export const readHooks: {
   afterListing?: (files: readonly FileEntry[]) => Promise<void>;
   firstRoundRows?: number;
+  beforeSlice?: (slice: number, files: readonly FileEntry[]) => Promise<void>;
 } = {};
 
 /** Listings a read has made so far: every retry of one read counts against MAX_ATTEMPTS. */
@@ -230,7 +238,8 @@ async function* streamNormalized(
   let expansion = FIRST_EXPANSION;
   let start = 0;
   let maxRows = FIRST_CHUNK_ROWS;
-  while (start < keys.file.length) {
+  for (let slice = 0; start < keys.file.length; slice++) {
+    await readHooks.beforeSlice?.(slice, files);
     signal?.throwIfAborted();
     const n = sliceRows(keys, start, files, chunkBytes, expansion, maxRows);
     const task: FetchTask = {
