@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { closeDeltaWorkers } from '../../src/delta/table.ts';
+import { Logger } from '../../src/index.ts';
 import { rowsFromIpc } from '../../src/read/arrow-rows.ts';
 import { firstDayOfWindow } from '../../src/read/files.ts';
 import {
@@ -232,5 +233,24 @@ describe('bounds of the library reads', () => {
       readTable(layout, 'logs', {}, { signal: AbortSignal.abort(new Error('gone')) }),
       /gone/,
     );
+  });
+});
+
+describe('the library front door', () => {
+  test('Logger.readStream yields the rows in read order; read helpers take a signal', async () => {
+    const logger = await Logger.open({ instanceId: 'x', instanceDir: dir, handleSignals: false });
+    try {
+      const bodies: unknown[] = [];
+      for await (const row of logger.readStream('logs', { select: ['body'] })) bodies.push(row.body);
+      assert.deepEqual(bodies, TIE_ORDER);
+      const two = await logger.readLogs({ select: ['body'], maxRows: 2, signal: new AbortController().signal });
+      assert.deepEqual(
+        two.map((r) => r.body),
+        TIE_ORDER.slice(0, 2),
+      );
+      await assert.rejects(logger.readLogs({ signal: AbortSignal.abort(new Error('nope')) }), /nope/);
+    } finally {
+      await logger.stop({ flush: 'none' });
+    }
   });
 });
