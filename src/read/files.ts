@@ -56,7 +56,8 @@ function isDay(name: string): boolean {
   }
 }
 
-async function listLocalDays(layout: InstanceLayout): Promise<string[]> {
+/** The UTC days with a folder under staging/days (unsorted). */
+export async function listLocalDays(layout: InstanceLayout): Promise<string[]> {
   try {
     return (await readdir(layout.daysDir)).filter(isDay);
   } catch (err) {
@@ -183,8 +184,10 @@ function boundOf(v: unknown): bigint | null {
 }
 
 /** A table's live files with their statistics, as of one listing of its `_delta_log`. */
-interface Snapshot {
+export interface Snapshot {
   logListing: string;
+  /** The table version the files are live at. */
+  version: number;
   files: { path: string; size: number; numRecords: number; stats: FileStats | null }[];
 }
 
@@ -217,7 +220,7 @@ async function logListing(dir: string): Promise<string | null> {
  * query (a commit adds a file to it), so a reader sees every commit of a concurrent writer and
  * never waits for a writer of this process.
  */
-async function snapshotOf(dir: string): Promise<Snapshot | null> {
+export async function snapshotOf(dir: string): Promise<Snapshot | null> {
   const listing = await logListing(dir);
   if (listing === null) return null;
   const cached = snapshots.get(dir);
@@ -230,6 +233,7 @@ async function snapshotOf(dir: string): Promise<Snapshot | null> {
   const paths = table.liveFilePaths();
   const snapshot: Snapshot = {
     logListing: listing,
+    version: table.version,
     files: table.files.map((f, i) => ({
       path: paths[i]!,
       size: f.size,
@@ -251,8 +255,10 @@ async function snapshotOf(dir: string): Promise<Snapshot | null> {
 export async function listTableFiles(
   dir: string,
   q: Pick<NormalizedQuery, 'filters' | 'sinceUs' | 'untilUs'> = { filters: [], sinceUs: null, untilUs: null },
+  versions?: Map<string, number>,
 ): Promise<FileEntry[]> {
   const snapshot = await snapshotOf(dir);
+  versions?.set(dir, snapshot?.version ?? -1);
   if (snapshot === null) return [];
   const out: FileEntry[] = [];
   for (const f of snapshot.files) {
@@ -269,10 +275,17 @@ export async function listTableFiles(
   return out;
 }
 
-/** Every live file the query may need, over all days of its range, numbered in arrival order. */
-export async function resolveFiles(layout: InstanceLayout, q: NormalizedQuery): Promise<FileEntry[]> {
+/**
+ * Every live file the query may need, over all days of its range, numbered in arrival order.
+ * `versions` receives the version of each table folder as read (-1: no table yet).
+ */
+export async function resolveFiles(
+  layout: InstanceLayout,
+  q: NormalizedQuery,
+  versions?: Map<string, number>,
+): Promise<FileEntry[]> {
   const days = await resolveDays(layout, q);
-  const perDay = await Promise.all(days.map((d) => listTableFiles(d.dir!, q)));
+  const perDay = await Promise.all(days.map((d) => listTableFiles(d.dir!, q, versions)));
   const files = perDay.flat();
   files.forEach((f, i) => {
     f.arrival = i;

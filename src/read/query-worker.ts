@@ -1,11 +1,21 @@
 // Query worker: runs the two steps of a read with polars' synchronous API. `keys` answers which
 // rows (typed arrays, transferred); `fetch` reads a slice of them and hands it back as an Arrow IPC
-// buffer it owns (transferred without a copy, no pointer into the scanned buffers).
+// buffer it owns (transferred without a copy, no pointer into the scanned buffers); `range` reads
+// rows by their position in their files (rows committed since a follower last looked).
 
+import type { DataFrame } from 'nodejs-polars';
 import { exposeGc, serveTasks, transferResult } from '../storage/worker-pool.ts';
 import type { FileEntry } from './files.ts';
 import type { NormalizedQuery } from './filters.ts';
-import { type CutValue, type FetchTask, fetchRows, type RowKeys, runKeys } from './scan.ts';
+import {
+  type CutValue,
+  type FetchTask,
+  fetchRows,
+  type RangeTask,
+  type RowKeys,
+  rangeRows,
+  runKeys,
+} from './scan.ts';
 
 // Polars frees native memory only when V8 collects the JS wrappers: collect after each task.
 const collect = exposeGc();
@@ -23,6 +33,15 @@ export interface FetchResult {
   cuts: CutValue[];
 }
 
+/** A frame as an Arrow IPC buffer of its own, to transfer. */
+function ownIpc(df: DataFrame): Uint8Array<ArrayBuffer> {
+  const buf = df.writeIPC({ compression: 'uncompressed' });
+  // The Buffer may be a view into a shared pool: copy it into a buffer of its own to transfer.
+  const ipc = new Uint8Array(buf.byteLength);
+  ipc.set(buf);
+  return ipc;
+}
+
 serveTasks({
   keys: ({ query, files, firstRoundRows }: KeysTask) => {
     const keys: RowKeys = runKeys(query, files, firstRoundRows);
@@ -31,12 +50,14 @@ serveTasks({
   },
   fetch: (task: FetchTask) => {
     const { df, cuts } = fetchRows(task);
-    const buf = df.writeIPC({ compression: 'uncompressed' });
-    // The Buffer may be a view into a shared pool: copy it into a buffer of its own to transfer.
-    const ipc = new Uint8Array(buf.byteLength);
-    ipc.set(buf);
+    const ipc = ownIpc(df);
     setImmediate(collectGarbage);
     const result: FetchResult = { ipc, cuts };
-    return transferResult(result, [ipc.buffer as ArrayBuffer]);
+    return transferResult(result, [ipc.buffer]);
+  },
+  range: (task: RangeTask) => {
+    const ipc = ownIpc(rangeRows(task));
+    setImmediate(collectGarbage);
+    return transferResult(ipc, [ipc.buffer]);
   },
 });

@@ -14,7 +14,7 @@ import { rowsFromIpc } from './arrow-rows.ts';
 import { type FileEntry, pruneForNewest, resolveFiles } from './files.ts';
 import { type NormalizedQuery, normalizeQuery, type ReadQuery } from './filters.ts';
 import type { FetchResult, KeysTask } from './query-worker.ts';
-import type { CutValue, FetchPart, FetchTask, RowKeys } from './scan.ts';
+import type { CutValue, FetchPart, FetchTask, RangePart, RangeTask, RowKeys } from './scan.ts';
 
 export type { FileEntry } from './files.ts';
 export { EARLY_ARRIVAL_DAYS, StorageUnavailableError } from './files.ts';
@@ -42,6 +42,8 @@ export interface StreamOptions {
   signal?: AbortSignal;
   /** Bytes of values a slice of rows aims at (one row at least); default 4 MiB. */
   chunkBytes?: number;
+  /** Receives the version each table folder was read at (-1: no table yet). */
+  versions?: Map<string, number>;
 }
 
 /** A slice of a read's rows, in read order. */
@@ -142,13 +144,14 @@ async function mayRetry(err: unknown, attempts: Attempts): Promise<boolean> {
 async function findRows(
   layout: InstanceLayout,
   q: NormalizedQuery,
-  signal: AbortSignal | undefined,
+  opts: StreamOptions,
   attempts: Attempts,
 ): Promise<{ files: FileEntry[]; keys: RowKeys }> {
+  const { signal } = opts;
   for (;;) {
     signal?.throwIfAborted();
     attempts.n++;
-    const files = await resolveFiles(layout, q);
+    const files = await resolveFiles(layout, q, opts.versions);
     try {
       await readHooks.afterListing?.(files);
       const task: KeysTask = { query: q, files, firstRoundRows: readHooks.firstRoundRows };
@@ -234,7 +237,7 @@ async function* streamNormalized(
 ): AsyncGenerator<ReadChunk, void, undefined> {
   const { signal } = opts;
   const chunkBytes = opts.chunkBytes ?? STREAM_CHUNK_BYTES;
-  let { files, keys } = await findRows(layout, q, signal, attempts);
+  let { files, keys } = await findRows(layout, q, opts, attempts);
   let expansion = FIRST_EXPANSION;
   let start = 0;
   let maxRows = FIRST_CHUNK_ROWS;
@@ -254,7 +257,7 @@ async function* streamNormalized(
     } catch (err) {
       // Nothing handed out yet: the query can start over on a fresh listing.
       if (start > 0 || !(await mayRetry(err, attempts))) throw err;
-      ({ files, keys } = await findRows(layout, q, signal, attempts));
+      ({ files, keys } = await findRows(layout, q, opts, attempts));
       continue;
     }
     const rows = await rowsFromIpc(result.ipc);
@@ -267,6 +270,20 @@ async function* streamNormalized(
     start += n;
     yield { rows, cuts: result.cuts, bytes: result.ipc.byteLength };
   }
+}
+
+/**
+ * The rows of ranges of files (positions in the files) that pass the query, in the order of the
+ * parts and of the rows in their files.
+ */
+export async function readRanges(
+  q: NormalizedQuery,
+  parts: RangePart[],
+  signal?: AbortSignal,
+): Promise<Row[]> {
+  if (parts.length === 0) return [];
+  const task: RangeTask = { query: q, parts };
+  return rowsFromIpc(await queryPool().run<Uint8Array>('range', task, [], signal));
 }
 
 /**

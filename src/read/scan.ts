@@ -383,3 +383,31 @@ export function fetchRows(task: FetchTask): { df: DataFrame; cuts: CutValue[] } 
   });
   return { df: df.select(...select), cuts };
 }
+
+/** Consecutive rows of one file: `count` rows from position `start`. */
+export interface RangePart {
+  path: string;
+  start: number;
+  count: number;
+}
+
+export interface RangeTask {
+  query: NormalizedQuery;
+  parts: RangePart[];
+}
+
+/**
+ * The rows of the ranges that pass the query's filters and window, in the order of the parts and
+ * of the rows in their files (arrival order), projected and cut like a read's. One file at a time.
+ */
+export function rangeRows({ query: q, parts }: RangeTask): DataFrame {
+  const where = predicate(q);
+  const frames = parts.map((p) => {
+    const lf = scanFile(q.table, p.path).slice(p.start, p.count);
+    return (where === null ? lf : lf.filter(where))
+      .select(...projection(q.table, q.select, q.maxFieldChars))
+      .collectSync();
+  });
+  if (frames.length === 0) return emptyFrame(q.table).select(...q.select);
+  return frames.length === 1 ? frames[0]! : pl.concat(frames, { how: 'vertical' });
+}

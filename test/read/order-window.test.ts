@@ -243,7 +243,11 @@ describe('the library front door', () => {
       const bodies: unknown[] = [];
       for await (const row of logger.readStream('logs', { select: ['body'] })) bodies.push(row.body);
       assert.deepEqual(bodies, TIE_ORDER);
-      const two = await logger.readLogs({ select: ['body'], maxRows: 2, signal: new AbortController().signal });
+      const two = await logger.readLogs({
+        select: ['body'],
+        maxRows: 2,
+        signal: new AbortController().signal,
+      });
       assert.deepEqual(
         two.map((r) => r.body),
         TIE_ORDER.slice(0, 2),
