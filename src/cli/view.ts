@@ -176,7 +176,7 @@ export async function viewCommand(flags: ViewFlags): Promise<void> {
 
   const read = await import('../read/index.ts');
   try {
-    if (flags.follow) await follow(layout, table, columns, query);
+    if (flags.follow) await follow(layout, table, columns, query, flags.select ? [] : HIDE_FIRST[table]);
     else await show(layout, table, columns, query, flags);
   } catch (err) {
     if (err instanceof read.StorageUnavailableError || err instanceof read.ReadLimitError)
@@ -252,25 +252,34 @@ function typicalWidth(table: TableName, column: string): number {
 
 /**
  * One line per row for --follow, columns at widths fixed up front (from the first rows and what
- * each column usually takes) so that later lines stay aligned; a header line first.
+ * each column usually takes) so that later lines stay aligned; a header line first. When the
+ * columns do not fit, the `hideable` ones go first, in order (only default columns are).
  */
 export function lineFormat(
   table: TableName,
   columns: readonly string[],
   first: readonly Record<string, JsonValue>[],
   width: number,
+  hideable: readonly string[] = [],
 ): { header: string; line: (row: Record<string, JsonValue>) => string } {
-  const natural = columns.map((c) =>
-    Math.max(c.length, typicalWidth(table, c), ...first.map((r) => [...oneLine(cellText(r[c]))].length)),
-  );
+  const naturalOf = (c: string) =>
+    Math.max(c.length, typicalWidth(table, c), ...first.map((r) => [...oneLine(cellText(r[c]))].length));
+  let shown = [...columns];
+  const room = (cols: readonly string[]) =>
+    cols.reduce((a, c) => a + naturalOf(c), 0) + 2 * (cols.length - 1);
+  for (const c of hideable) {
+    if (room(shown) <= width || shown.length <= 2) break;
+    shown = shown.filter((x) => x !== c);
+  }
+  const natural = shown.map(naturalOf);
   // fitColumns counts a border of 3 per column and 1 more; lines use 2 spaces between columns.
   const widths =
     fitColumns(
       natural,
-      columns.map((c) => c.length),
-      width + columns.length + 3,
+      shown.map((c) => c.length),
+      width + shown.length + 3,
     ) ?? natural.map((n) => Math.min(n, 20));
-  const right = columns.map((c) => {
+  const right = shown.map((c) => {
     const type = SCHEMAS[table].byName.get(c)?.type;
     return type !== undefined && NUMERIC.has(type);
   });
@@ -284,8 +293,8 @@ export function lineFormat(
       .join('  ')
       .trimEnd();
   return {
-    header: format([...columns]),
-    line: (row) => format(columns.map((c) => cellText(row[c]))),
+    header: format([...shown]),
+    line: (row) => format(shown.map((c) => cellText(row[c]))),
   };
 }
 
@@ -298,6 +307,7 @@ async function follow(
   table: TableName,
   columns: readonly string[],
   query: ReadQuery,
+  hideable: readonly string[],
 ): Promise<void> {
   const read = await import('../read/index.ts');
   const { Follower } = await import('../read/follow.ts');
@@ -313,7 +323,7 @@ async function follow(
   try {
     const follower = new Follower(layout, table, query);
     const first = (await follower.start(stop.signal)).reverse().map((r) => read.rowToJson(r, table));
-    const { header, line } = lineFormat(table, columns, first, outputWidth());
+    const { header, line } = lineFormat(table, columns, first, outputWidth(), hideable);
     const print = (rows: readonly Record<string, JsonValue>[]) => {
       if (rows.length > 0) process.stdout.write(`${rows.map(line).join('\n')}\n`);
     };

@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
+import { lineFormat } from '../../src/cli/view.ts';
 import { closeDeltaWorkers } from '../../src/delta/table.ts';
 import { closeReadWorkers, readTable } from '../../src/read/index.ts';
 import { InstanceLayout } from '../../src/storage/layout.ts';
@@ -195,5 +196,35 @@ describe('the same order in the library, over HTTP and in the CLI', () => {
       await closeReadWorkers();
       await tie.remove();
     }
+  });
+});
+
+describe('--follow lines', () => {
+  test('aligned columns fixed up front, numbers to the right, hideable columns dropped first', () => {
+    const first = [
+      {
+        event_ts: '2026-03-03T03:03:03.000001Z',
+        name: 'GET /',
+        duration_ns: '1200',
+        trace_id: 'ab'.repeat(16),
+      },
+    ];
+    const wide = lineFormat('spans', ['event_ts', 'name', 'duration_ns', 'trace_id'], first, 200);
+    // Widths: a timestamp 27, a name 60 (free text), numbers 12 (right-aligned), a trace id 32.
+    const row = (...cells: string[]) =>
+      [cells[0]!.padEnd(27), cells[1]!.padEnd(60), cells[2]!.padStart(12), cells[3]!].join('  ').trimEnd();
+    assert.equal(wide.header, row('event_ts', 'name', 'duration_ns', 'trace_id'));
+    const later = wide.line({
+      event_ts: '2026-03-03T03:03:04.000001Z',
+      name: 'x\ny',
+      duration_ns: '7',
+      trace_id: null,
+    });
+    assert.equal(later, row('2026-03-03T03:03:04.000001Z', 'x\\ny', '7', ''));
+    const narrow = lineFormat('spans', ['event_ts', 'name', 'duration_ns', 'trace_id'], first, 80, [
+      'trace_id',
+    ]);
+    assert.match(narrow.header, /^event_ts\s+name\s+duration_ns$/);
+    assert.ok(narrow.line(first[0]!).length <= 80);
   });
 });

@@ -225,3 +225,25 @@ describe('event-time reads over HTTP', () => {
     }
   });
 });
+
+describe('the read endpoints in the OpenAPI document', () => {
+  test('since, until, the metric types and the read limits are described', async () => {
+    const s = await startServer();
+    try {
+      const { body } = await getJson(`${s.url}/api/openapi.json`);
+      for (const path of ['/api/spans', '/api/span_links', '/api/logs', '/api/metrics/hist']) {
+        const get = body.paths[path].get;
+        const names = get.parameters.map((p: Json) => p.name);
+        assert.ok(names.includes('since') && names.includes('until'), path);
+        assert.ok(get.responses['503'].headers['Retry-After'], path);
+        assert.ok(get.responses['200'].content['application/json'].schema.properties.truncated_values, path);
+      }
+      const metricType = (path: string) =>
+        body.paths[path].get.parameters.find((p: Json) => p.name === 'metric_type').schema.enum;
+      assert.deepEqual(metricType('/api/metrics/points'), ['gauge', 'sum']);
+      assert.deepEqual(metricType('/api/metrics/hist'), ['histogram', 'exponential_histogram', 'summary']);
+    } finally {
+      await s.close();
+    }
+  });
+});
