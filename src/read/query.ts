@@ -162,10 +162,14 @@ async function findRows(
   }
 }
 
-/** Bytes of Parquet file per row of the file holding key `i` (compressed: an estimate). */
-function fileBytesPerRow(keys: RowKeys, i: number, files: readonly FileEntry[]): number {
-  const f = files[keys.file[i]!]!;
+/** Bytes of Parquet file per row of a file (compressed: an estimate of the row's size). */
+function bytesPerRow(f: FileEntry): number {
   return f.size / Math.max(1, f.numRecords ?? 1);
+}
+
+/** Bytes per row of the file holding key `i`. */
+function fileBytesPerRow(keys: RowKeys, i: number, files: readonly FileEntry[]): number {
+  return bytesPerRow(files[keys.file[i]!]!);
 }
 
 /**
@@ -207,6 +211,8 @@ function fetchParts(keys: RowKeys, start: number, n: number, files: readonly Fil
     const order = part.rows.map((_, i) => i).sort((a, b) => part.rows[a]! - part.rows[b]!);
     return {
       path: files[file]!.path,
+      size: files[file]!.size,
+      rowBytes: bytesPerRow(files[file]!),
       rows: Uint32Array.from(order, (i) => part.rows[i]!),
       positions: Uint32Array.from(order, (i) => part.positions[i]!),
     };

@@ -7,7 +7,7 @@
 // Rows are ordered newest first by event_ts, then by the nanosecond time it came from, then by
 // arrival (the file's arrival rank, then the row's position in its file).
 
-import pl, { type DataFrame, type DataType, type Expr, type LazyDataFrame } from 'nodejs-polars';
+import pl, { type DataFrame, type DataType, type Expr, type LazyDataFrame, type Series } from 'nodejs-polars';
 import { type ColumnType, EVENT_TIME_SOURCE, isListType, SCHEMAS, type TableName } from '../schema/tables.ts';
 import type { FileEntry } from './files.ts';
 import type { NormalizedQuery, RowFilter } from './filters.ts';
@@ -157,7 +157,7 @@ function ordered(lf: LazyDataFrame, q: NormalizedQuery, order: string[], keysOnl
   return q.maxRows === null ? out : out.limit(q.maxRows);
 }
 
-/** String columns cut to `maxChars` characters when longer (null = unchanged). */
+/** String columns cut to `maxChars` characters when longer (null = unchanged), as expressions. */
 function projection(table: TableName, select: readonly string[], maxChars: number | null): Expr[] {
   return select.map((name) => {
     const col = pl.col(name);
@@ -168,6 +168,60 @@ function projection(table: TableName, select: readonly string[], maxChars: numbe
       .otherwise(col)
       .alias(name);
   });
+}
+
+/** The string columns of `columns`. */
+function stringColumns(table: TableName, columns: readonly string[]): string[] {
+  return columns.filter((c) => SCHEMAS[table].byName.get(c)?.type === 'string');
+}
+
+/** The values longer than `maxChars` of a column of lengths (null: none). */
+function longValues(column: string, lengths: Series, maxChars: number): CutValue[] {
+  const cuts: CutValue[] = [];
+  if (((lengths.max() as number | null) ?? 0) <= maxChars) return cuts;
+  (lengths.toArray() as (number | null)[]).forEach((chars, row) => {
+    if (chars !== null && chars > maxChars) cuts.push({ row, column, chars });
+  });
+  return cuts;
+}
+
+/**
+ * String values of a collected frame longer than `maxChars` cut to that many characters, and
+ * listed. Only the columns holding such a value are rewritten: cutting costs polars far more than
+ * measuring, even on short values.
+ */
+function cutLongStrings(
+  table: TableName,
+  df: DataFrame,
+  maxChars: number | null,
+): { df: DataFrame; cuts: CutValue[] } {
+  if (maxChars === null) return { df, cuts: [] };
+  const cuts: CutValue[] = [];
+  let out = df;
+  for (const column of stringColumns(table, df.columns)) {
+    const long = longValues(column, df.getColumn(column).str.lengths(), maxChars);
+    if (long.length === 0) continue;
+    cuts.push(...long);
+    out = out.withColumns(pl.col(column).str.slice(0, maxChars).alias(column));
+  }
+  return { df: out, cuts };
+}
+
+/**
+ * The rows of a lazy frame with string values cut within the scan, before a frame of whole values
+ * exists: for large values, where memory matters more than the cost of cutting every value.
+ */
+function collectCut(
+  table: TableName,
+  lf: LazyDataFrame,
+  select: readonly string[],
+  maxChars: number,
+): { df: DataFrame; cuts: CutValue[] } {
+  const strings = stringColumns(table, select);
+  const lengths = strings.map((c, i) => pl.col(c).str.lengths().alias(`__len${i}`));
+  const df = lf.select(...projection(table, select, maxChars), ...lengths).collectSync();
+  const cuts = strings.flatMap((c, i) => longValues(c, df.getColumn(`__len${i}`), maxChars));
+  return { df: df.select(...select), cuts };
 }
 
 /**
@@ -328,6 +382,10 @@ export function newestFirst(a: FileEntry, b: FileEntry): number {
 /** Rows of one file to fetch: their positions in the file (ascending) and in the output. */
 export interface FetchPart {
   path: string;
+  /** Bytes of the file: what reading its rows may decode at most. */
+  size: number;
+  /** Bytes of the file per row (compressed): large rows have their values cut within the scan. */
+  rowBytes: number;
   rows: Uint32Array;
   positions: Uint32Array;
 }
@@ -346,41 +404,62 @@ export interface FetchTask {
   parts: FetchPart[];
 }
 
+/** Bytes of files read by one scan of a fetch at most: files beyond it are read in later scans. */
+const FETCH_SCAN_BYTES = 32 * 1024 * 1024;
+/** Rows of files with more bytes per row than this have their long values cut within the scan. */
+const LARGE_ROW_BYTES = 64 * 1024;
+
 /**
- * The selected columns of the given rows, in output order, one file at a time (memory follows one
- * file's share of the slice). String values longer than maxFieldChars are cut, and listed.
+ * The selected columns of the given rows, in output order. Files are read together, in parallel,
+ * up to FETCH_SCAN_BYTES of them per scan (a large file alone), so memory follows the files of one
+ * scan. String values longer than maxFieldChars are cut, and listed.
  */
 export function fetchRows(task: FetchTask): { df: DataFrame; cuts: CutValue[] } {
   const { table, select, maxFieldChars } = task;
-  const strings =
-    maxFieldChars === null ? [] : select.filter((c) => SCHEMAS[table].byName.get(c)!.type === 'string');
-  const lengths = strings.map((c, i) => pl.col(c).str.lengths().alias(`__len${i}`));
+  const positions = task.parts.flatMap((p) => Array.from(p.positions));
   const frames: DataFrame[] = [];
-  const positions: number[] = [];
-  for (const part of task.parts) {
-    const first = part.rows[0]!;
-    const span = part.rows[part.rows.length - 1]! - first + 1;
-    // The slice prunes row groups; the filter keeps the rows asked for within it.
-    let lf = scanFile(table, part.path, { name: ROW, offset: 0 }).slice(first, span);
-    if (span > part.rows.length)
-      lf = lf.filter(pl.col(ROW).isIn(pl.Series(ROW, Array.from(part.rows)).cast(pl.UInt32).implode()));
-    const df = lf.select(...projection(table, select, maxFieldChars), ...lengths).collectSync();
-    if (df.height !== part.rows.length)
-      throw new Error(`missing rows in ${part.path}: found ${df.height} of ${part.rows.length}`);
-    frames.push(df);
-    for (const p of part.positions) positions.push(p);
+  const cuts: CutValue[] = [];
+  let fetched = 0;
+  for (let i = 0; i < task.parts.length; ) {
+    const scan: FetchPart[] = [];
+    let bytes = 0;
+    while (i < task.parts.length && (scan.length === 0 || bytes + task.parts[i]!.size <= FETCH_SCAN_BYTES)) {
+      bytes += task.parts[i]!.size;
+      scan.push(task.parts[i++]!);
+    }
+    // One scan over the files, each row indexed past the rows of the files before it; each file
+    // sliced to the span of its rows (which prunes row groups); one filter keeps the rows asked
+    // for (a filter per file costs several times more).
+    const wanted: number[] = [];
+    let offset = 0;
+    const lazies = scan.map((p) => {
+      const first = p.rows[0]!;
+      const span = p.rows[p.rows.length - 1]! - first + 1;
+      for (const r of p.rows) wanted.push(offset + r);
+      const lf = scanFile(table, p.path, { name: ROW, offset }).slice(first, span);
+      offset += first + span;
+      return lf;
+    });
+    const all = (lazies.length === 1 ? lazies[0]! : pl.concat(lazies, { how: 'vertical' })).filter(
+      pl.col(ROW).isIn(pl.Series(ROW, wanted).cast(pl.UInt32).implode()),
+    );
+    // Cut before the next scan's values are read.
+    const cut =
+      maxFieldChars !== null && scan.some((p) => p.rowBytes > LARGE_ROW_BYTES)
+        ? collectCut(table, all, select, maxFieldChars)
+        : cutLongStrings(table, all.select(...select).collectSync(), maxFieldChars);
+    const df = cut.df;
+    if (df.height !== wanted.length)
+      throw new Error(`missing rows in ${scan[0]!.path}: found ${df.height} of ${wanted.length}`);
+    for (const c of cut.cuts) cuts.push({ ...c, row: positions[fetched + c.row]! });
+    frames.push(cut.df);
+    fetched += df.height;
   }
   if (frames.length === 0) return { df: emptyFrame(table).select(...select), cuts: [] };
-  let df = frames.length === 1 ? frames[0]! : pl.concat(frames, { how: 'vertical' });
-  df = df.withColumns(pl.Series('__pos', positions, pl.UInt32)).sort('__pos');
-  const cuts: CutValue[] = [];
-  strings.forEach((column, i) => {
-    const len = df.getColumn(`__len${i}`).toArray() as (number | null)[];
-    for (let row = 0; row < len.length; row++) {
-      const n = len[row];
-      if (n !== null && n !== undefined && n > maxFieldChars!) cuts.push({ row, column, chars: n });
-    }
-  });
+  const df = (frames.length === 1 ? frames[0]! : pl.concat(frames, { how: 'vertical' }))
+    .withColumns(pl.Series('__pos', positions, pl.UInt32))
+    .sort('__pos');
+  cuts.sort((a, b) => a.row - b.row);
   return { df: df.select(...select), cuts };
 }
 
@@ -404,9 +483,8 @@ export function rangeRows({ query: q, parts }: RangeTask): DataFrame {
   const where = predicate(q);
   const frames = parts.map((p) => {
     const lf = scanFile(q.table, p.path).slice(p.start, p.count);
-    return (where === null ? lf : lf.filter(where))
-      .select(...projection(q.table, q.select, q.maxFieldChars))
-      .collectSync();
+    const df = (where === null ? lf : lf.filter(where)).select(...q.select).collectSync();
+    return cutLongStrings(q.table, df, q.maxFieldChars).df;
   });
   if (frames.length === 0) return emptyFrame(q.table).select(...q.select);
   return frames.length === 1 ? frames[0]! : pl.concat(frames, { how: 'vertical' });
