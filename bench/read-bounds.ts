@@ -1,0 +1,295 @@
+// Read bounds benchmark: what reads cost the server process when rows are huge and when many
+// clients read at once during ingest. The server runs in a child process (runServer, default
+// options unless said otherwise); the figures are the server's.
+//
+//   huge rows: twelve log records of 50 MB each (one request each), then one
+//     `GET /api/logs?project_id=big`: status, time, bytes received, the server's peak RSS during
+//     the read (VmHWM reset just before it) and the RSS it still holds 3 s afterwards.
+//   parallel reads: ingest runs (100 logs per request over 4 connections) while 20 clients read
+//     `GET /api/logs?project_id=load` in a closed loop; a client answered 503 waits Retry-After.
+//     Prints the latency of a single read alone first, then p50/p99 of the parallel reads by status.
+//
+//   node bench/read-bounds.ts [--scenarios huge,parallel] [--seconds 15] [--readers 20]
+//                             [--rows 12] [--row-mb 50]
+
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { parseArgs } from 'node:util';
+import type { PartialOptions } from '../src/storage/options.ts';
+import { RawConnection, rawRequest } from './http-client.ts';
+import { logsRequest } from './otlp-payloads.ts';
+
+interface Server {
+  url: string;
+  pid: number;
+  stop(): Promise<void>;
+}
+
+/** A server on `dir` (a new temporary instance by default, removed when it stops). */
+async function startServer(options: PartialOptions, dir?: string): Promise<Server> {
+  const own = dir === undefined;
+  dir ??= await mkdtemp(join(tmpdir(), 'otelake-bench-reads-'));
+  const child = spawn(
+    process.execPath,
+    [new URL(import.meta.url).pathname, '--serve', dir, JSON.stringify(options)],
+    {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  );
+  const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+  const url = await new Promise<string>((resolve, reject) => {
+    createInterface({ input: child.stdout! }).on('line', (line) => {
+      if (line.startsWith('{"url"')) resolve((JSON.parse(line) as { url: string }).url);
+      else process.stderr.write(`${line}\n`);
+    });
+    child.once('exit', () => reject(new Error('server exited before listening')));
+  });
+  return {
+    url,
+    pid: child.pid!,
+    async stop() {
+      child.kill('SIGTERM');
+      const code = await exited;
+      if (own) await rm(dir!, { recursive: true, force: true });
+      if (code !== 0) console.log(`(server exited with ${code})`);
+    },
+  };
+}
+
+async function procStatusMiB(pid: number, field: 'VmHWM' | 'VmRSS'): Promise<number> {
+  const status = await readFile(`/proc/${pid}/status`, 'utf8');
+  const kb = Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(status)?.[1] ?? Number.NaN);
+  return Math.round(kb / 1024);
+}
+
+/** Resets the process's peak RSS (VmHWM) to its current RSS (Linux, same user). */
+async function resetPeak(pid: number): Promise<void> {
+  await writeFile(`/proc/${pid}/clear_refs`, '5');
+}
+
+async function rowsWritten(url: string): Promise<number> {
+  const h = (await (await fetch(`${url}/healthz`)).json()) as { aggregator: { rows_written: number } };
+  return h.aggregator.rows_written;
+}
+
+async function waitWritten(url: string, rows: number, timeoutMs: number): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  while ((await rowsWritten(url)) < rows) {
+    if (performance.now() > deadline) throw new Error(`fewer than ${rows} rows written in time`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+interface ReadOutcome {
+  status: number;
+  ms: number;
+  bytes: number;
+  retryAfter: string | null;
+  tail: string;
+}
+
+/** One GET, its body consumed as it arrives (only its size and last bytes are kept). */
+async function read(url: string): Promise<ReadOutcome> {
+  const t0 = performance.now();
+  const res = await fetch(url);
+  let bytes = 0;
+  let tail = '';
+  const decoder = new TextDecoder();
+  for await (const chunk of res.body!) {
+    bytes += chunk.byteLength;
+    tail = (tail + decoder.decode(chunk.subarray(Math.max(0, chunk.byteLength - 300)))).slice(-300);
+  }
+  return {
+    status: res.status,
+    ms: performance.now() - t0,
+    bytes,
+    retryAfter: res.headers.get('retry-after'),
+    tail,
+  };
+}
+
+function percentile(values: number[], p: number): number {
+  if (values.length === 0) return Number.NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+const fmt = (ms: number) => (ms >= 1000 ? `${(ms / 1000).toFixed(2)} s` : `${ms.toFixed(0)} ms`);
+
+/** One read of the big rows: its answer, and the server's RSS before, at its peak and after. */
+async function measureRead(server: Server, label: string): Promise<void> {
+  const before = await procStatusMiB(server.pid, 'VmRSS');
+  await resetPeak(server.pid);
+  const out = await read(`${server.url}/api/logs?project_id=big`);
+  const peak = await procStatusMiB(server.pid, 'VmHWM');
+  await new Promise((r) => setTimeout(r, 3000));
+  const after = await procStatusMiB(server.pid, 'VmRSS');
+  console.log(
+    `| ${label} | ${out.status} | ${fmt(out.ms)} | ${out.bytes.toLocaleString('en-US')} | ${before} MiB | ${peak} MiB | ${after} MiB |`,
+  );
+  console.log(`  end of the answer: ${JSON.stringify(out.tail.slice(-160))}`);
+}
+
+async function hugeRows(rows: number, rowMb: number): Promise<void> {
+  console.log(`\n## huge rows: ${rows} log records of ${rowMb} MB, then GET /api/logs?project_id=big`);
+  const dir = await mkdtemp(join(tmpdir(), 'otelake-bench-reads-'));
+  try {
+    let server = await startServer({}, dir);
+    // Incompressible text, so the Parquet files are as large as the rows.
+    const text = randomBytes((rowMb * 1024 * 1024 * 3) / 4).toString('base64');
+    for (let i = 0; i < rows; i++) {
+      const body = JSON.stringify({
+        resourceLogs: [
+          {
+            resource: { attributes: [{ key: 'service.name', value: { stringValue: 'big' } }] },
+            scopeLogs: [
+              {
+                logRecords: [
+                  {
+                    timeUnixNano: String(BigInt(Date.now()) * 1_000_000n + BigInt(i)),
+                    severityNumber: 9,
+                    body: { stringValue: `${i} ${text}` },
+                  },
+                ],
+              },
+            ],
+          },
+        ],
+      });
+      const res = await fetch(`${server.url}/v1/logs`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-project-id': 'big' },
+        body,
+      });
+      await res.arrayBuffer();
+      if (res.status !== 200) throw new Error(`ingest of row ${i}: ${res.status}`);
+    }
+    await waitWritten(server.url, rows, 120_000);
+    // Let the ingest's memory settle so the peak measured below is the read's.
+    await new Promise((r) => setTimeout(r, 2000));
+    console.log(
+      '| server | status | time | bytes received | RSS before | peak during the read | RSS 3 s after |',
+    );
+    console.log('|---|---|---|---|---|---|---|');
+    try {
+      await measureRead(server, 'the one that ingested');
+    } finally {
+      await server.stop();
+    }
+    server = await startServer({}, dir);
+    try {
+      await measureRead(server, 'a fresh one');
+    } finally {
+      await server.stop();
+    }
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+async function parallelReads(seconds: number, readers: number): Promise<void> {
+  console.log(
+    `\n## parallel reads: ${readers} clients reading during ingest (4 connections, 100 logs per request), ${seconds} s`,
+  );
+  const server = await startServer({});
+  try {
+    const target = new URL(server.url);
+    const bodies = Array.from({ length: 16 }, (_, i) =>
+      rawRequest(
+        target.host,
+        '/v1/logs',
+        { 'content-type': 'application/json', 'x-project-id': 'load' },
+        Buffer.from(JSON.stringify(logsRequest(100, i + 1))),
+      ),
+    );
+    let ingesting = true;
+    let sent = 0;
+    const ingestStatuses: Record<number, number> = {};
+    const conns = Array.from({ length: 4 }, () => new RawConnection(target.hostname, Number(target.port)));
+    const ingest = Promise.all(
+      conns.map(async (c) => {
+        while (ingesting) {
+          const status = await c.send(bodies[sent++ % bodies.length]!);
+          ingestStatuses[status] = (ingestStatuses[status] ?? 0) + 1;
+          if (status !== 200) await new Promise((r) => setTimeout(r, 50));
+        }
+      }),
+    );
+    try {
+      await new Promise((r) => setTimeout(r, 3000)); // some data first
+      const path = `${server.url}/api/logs?project_id=load`;
+      const single: number[] = [];
+      for (let i = 0; i < 10; i++) single.push((await read(path)).ms);
+      console.log(
+        `a single read during ingest (10 in a row): min ${fmt(Math.min(...single))}, p50 ${fmt(percentile(single, 50))}, max ${fmt(Math.max(...single))}`,
+      );
+
+      const byStatus = new Map<number, number[]>();
+      const retryAfter = new Set<string | null>();
+      const end = performance.now() + seconds * 1000;
+      await Promise.all(
+        Array.from({ length: readers }, async () => {
+          while (performance.now() < end) {
+            const out = await read(path);
+            byStatus.set(out.status, [...(byStatus.get(out.status) ?? []), out.ms]);
+            if (out.status !== 200) {
+              retryAfter.add(out.retryAfter);
+              await new Promise((r) => setTimeout(r, Number(out.retryAfter ?? 1) * 1000));
+            }
+          }
+        }),
+      );
+      console.log('| status | answers | p50 | p99 | max |');
+      console.log('|---|---|---|---|---|');
+      for (const [status, ms] of [...byStatus].sort((a, b) => a[0] - b[0])) {
+        console.log(
+          `| ${status} | ${ms.length} | ${fmt(percentile(ms, 50))} | ${fmt(percentile(ms, 99))} | ${fmt(Math.max(...ms))} |`,
+        );
+      }
+      if (retryAfter.size > 0) console.log(`Retry-After of refused reads: ${[...retryAfter].join(', ')}`);
+    } finally {
+      ingesting = false;
+      await ingest;
+      for (const c of conns) c.close();
+    }
+    console.log(`ingest answers meanwhile: ${JSON.stringify(ingestStatuses)}`);
+    console.log(`server peak RSS over the run: ${await procStatusMiB(server.pid, 'VmHWM')} MiB`);
+  } finally {
+    await server.stop();
+  }
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      scenarios: { type: 'string', default: 'huge,parallel' },
+      seconds: { type: 'string', default: '15' },
+      readers: { type: 'string', default: '20' },
+      rows: { type: 'string', default: '12' },
+      'row-mb': { type: 'string', default: '50' },
+    },
+  });
+  const scenarios = values.scenarios.split(',');
+  if (scenarios.includes('huge')) await hugeRows(Number(values.rows), Number(values['row-mb']));
+  if (scenarios.includes('parallel')) await parallelReads(Number(values.seconds), Number(values.readers));
+}
+
+if (process.argv[2] === '--serve') {
+  const { runServer } = await import('../src/server/index.ts');
+  const [dir, options] = process.argv.slice(3);
+  const running = await runServer({
+    dir: dir!,
+    instanceId: 'bench',
+    host: '127.0.0.1',
+    port: 0,
+    options: JSON.parse(options!) as PartialOptions,
+    log: { level: 'warn' },
+  });
+  process.stdout.write(`${JSON.stringify({ url: running.url })}\n`);
+} else {
+  await main();
+}
