@@ -1,6 +1,6 @@
 // Read bounds benchmark: what reads cost the server process when rows are huge and when many
-// clients read at once during ingest. The server runs in a child process (runServer, default
-// options unless said otherwise); the figures are the server's.
+// clients read at once during ingest. The server runs in a child process (runServer with default
+// options, as the tests start it); the figures are the server's.
 //
 //   huge rows: twelve log records of 50 MB each (one request each), then one
 //     `GET /api/logs?project_id=big`: status, time, bytes received, the server's peak RSS during
@@ -12,64 +12,36 @@
 //   node bench/read-bounds.ts [--scenarios huge,parallel] [--seconds 15] [--readers 20]
 //                             [--rows 12] [--row-mb 50]
 
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
-import type { PartialOptions } from '../src/storage/options.ts';
+import {
+  type ChildServer,
+  memoryMiB,
+  resetPeakRss,
+  startChildServer,
+} from '../test/server/helpers/child-server.ts';
 import { RawConnection, rawRequest } from './http-client.ts';
 import { logsRequest } from './otlp-payloads.ts';
 
-interface Server {
-  url: string;
-  pid: number;
-  stop(): Promise<void>;
-}
-
-/** A server on `dir` (a new temporary instance by default, removed when it stops). */
-async function startServer(options: PartialOptions, dir?: string): Promise<Server> {
+/** A server process on `dir` (a new temporary instance by default, removed when it stops). */
+async function startServer(dir?: string): Promise<ChildServer & { close(): Promise<void> }> {
   const own = dir === undefined;
-  dir ??= await mkdtemp(join(tmpdir(), 'otelake-bench-reads-'));
-  const child = spawn(
-    process.execPath,
-    [new URL(import.meta.url).pathname, '--serve', dir, JSON.stringify(options)],
-    {
-      stdio: ['ignore', 'pipe', 'inherit'],
-    },
-  );
-  const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
-  const url = await new Promise<string>((resolve, reject) => {
-    createInterface({ input: child.stdout! }).on('line', (line) => {
-      if (line.startsWith('{"url"')) resolve((JSON.parse(line) as { url: string }).url);
-      else process.stderr.write(`${line}\n`);
-    });
-    child.once('exit', () => reject(new Error('server exited before listening')));
-  });
+  const root = dir ?? (await mkdtemp(join(tmpdir(), 'otelake-bench-reads-')));
+  const server = await startChildServer(root, 'bench');
   return {
-    url,
-    pid: child.pid!,
-    async stop() {
-      child.kill('SIGTERM');
-      const code = await exited;
-      if (own) await rm(dir!, { recursive: true, force: true });
+    ...server,
+    async close() {
+      const code = await server.stop();
+      if (own) await rm(root, { recursive: true, force: true });
       if (code !== 0) console.log(`(server exited with ${code})`);
     },
   };
 }
 
-async function procStatusMiB(pid: number, field: 'VmHWM' | 'VmRSS'): Promise<number> {
-  const status = await readFile(`/proc/${pid}/status`, 'utf8');
-  const kb = Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(status)?.[1] ?? Number.NaN);
-  return Math.round(kb / 1024);
-}
-
-/** Resets the process's peak RSS (VmHWM) to its current RSS (Linux, same user). */
-async function resetPeak(pid: number): Promise<void> {
-  await writeFile(`/proc/${pid}/clear_refs`, '5');
-}
+const mib = async (pid: number, field: 'VmRSS' | 'VmHWM') => Math.round(await memoryMiB(pid, field));
 
 async function rowsWritten(url: string): Promise<number> {
   const h = (await (await fetch(`${url}/healthz`)).json()) as { aggregator: { rows_written: number } };
@@ -121,13 +93,13 @@ function percentile(values: number[], p: number): number {
 const fmt = (ms: number) => (ms >= 1000 ? `${(ms / 1000).toFixed(2)} s` : `${ms.toFixed(0)} ms`);
 
 /** One read of the big rows: its answer, and the server's RSS before, at its peak and after. */
-async function measureRead(server: Server, label: string): Promise<void> {
-  const before = await procStatusMiB(server.pid, 'VmRSS');
-  await resetPeak(server.pid);
+async function measureRead(server: ChildServer, label: string): Promise<void> {
+  const before = await mib(server.pid, 'VmRSS');
+  await resetPeakRss(server.pid);
   const out = await read(`${server.url}/api/logs?project_id=big`);
-  const peak = await procStatusMiB(server.pid, 'VmHWM');
+  const peak = await mib(server.pid, 'VmHWM');
   await new Promise((r) => setTimeout(r, 3000));
-  const after = await procStatusMiB(server.pid, 'VmRSS');
+  const after = await mib(server.pid, 'VmRSS');
   console.log(
     `| ${label} | ${out.status} | ${fmt(out.ms)} | ${out.bytes.toLocaleString('en-US')} | ${before} MiB | ${peak} MiB | ${after} MiB |`,
   );
@@ -138,7 +110,7 @@ async function hugeRows(rows: number, rowMb: number): Promise<void> {
   console.log(`\n## huge rows: ${rows} log records of ${rowMb} MB, then GET /api/logs?project_id=big`);
   const dir = await mkdtemp(join(tmpdir(), 'otelake-bench-reads-'));
   try {
-    let server = await startServer({}, dir);
+    let server = await startServer(dir);
     // Incompressible text, so the Parquet files are as large as the rows.
     const text = randomBytes((rowMb * 1024 * 1024 * 3) / 4).toString('base64');
     for (let i = 0; i < rows; i++) {
@@ -178,13 +150,13 @@ async function hugeRows(rows: number, rowMb: number): Promise<void> {
     try {
       await measureRead(server, 'the one that ingested');
     } finally {
-      await server.stop();
+      await server.close();
     }
-    server = await startServer({}, dir);
+    server = await startServer(dir);
     try {
       await measureRead(server, 'a fresh one');
     } finally {
-      await server.stop();
+      await server.close();
     }
   } finally {
     await rm(dir, { recursive: true, force: true });
@@ -195,7 +167,7 @@ async function parallelReads(seconds: number, readers: number): Promise<void> {
   console.log(
     `\n## parallel reads: ${readers} clients reading during ingest (4 connections, 100 logs per request), ${seconds} s`,
   );
-  const server = await startServer({});
+  const server = await startServer();
   try {
     const target = new URL(server.url);
     const bodies = Array.from({ length: 16 }, (_, i) =>
@@ -257,9 +229,9 @@ async function parallelReads(seconds: number, readers: number): Promise<void> {
       for (const c of conns) c.close();
     }
     console.log(`ingest answers meanwhile: ${JSON.stringify(ingestStatuses)}`);
-    console.log(`server peak RSS over the run: ${await procStatusMiB(server.pid, 'VmHWM')} MiB`);
+    console.log(`server peak RSS over the run: ${await mib(server.pid, 'VmHWM')} MiB`);
   } finally {
-    await server.stop();
+    await server.close();
   }
 }
 
@@ -278,18 +250,4 @@ async function main(): Promise<void> {
   if (scenarios.includes('parallel')) await parallelReads(Number(values.seconds), Number(values.readers));
 }
 
-if (process.argv[2] === '--serve') {
-  const { runServer } = await import('../src/server/index.ts');
-  const [dir, options] = process.argv.slice(3);
-  const running = await runServer({
-    dir: dir!,
-    instanceId: 'bench',
-    host: '127.0.0.1',
-    port: 0,
-    options: JSON.parse(options!) as PartialOptions,
-    log: { level: 'warn' },
-  });
-  process.stdout.write(`${JSON.stringify({ url: running.url })}\n`);
-} else {
-  await main();
-}
+await main();

@@ -118,43 +118,21 @@ describe('otelake view --follow', () => {
     await send([
       { body: 'from 2021', timeUnixNano: BigInt(Date.parse('2021-06-01T12:00:00Z')) * 1_000_000n },
     ]);
-    const r = await otelake([
-      'view',
-      '-D',
-      dir.path,
-      '-t',
-      'logs',
-      '-s',
-      'body',
-      '--since',
-      '2021-06-01',
-      '--until',
-      '2021-06-02T00:00:00Z',
-    ]);
+    const view = (...args: string[]) =>
+      otelake(['view', '-D', dir.path, '-t', 'logs', '-s', 'body', ...args]);
+    const r = await view('--since', '2021-06-01', '--until', '2021-06-02T00:00:00Z');
     assert.equal(r.code, 0, r.stderr);
     assert.match(r.stdout, /from 2021/);
     assert.match(r.stdout, /1 newest row of logs since 2021-06-01 until 2021-06-02T00:00:00Z/);
-    const recent = await otelake([
-      'view',
-      '-D',
-      dir.path,
-      '-t',
-      'logs',
-      '-s',
-      'body',
-      '--since',
-      '1h',
-      '-n',
-      '50',
-    ]);
+    const recent = await view('--since', '1h', '-n', '50');
     assert.equal(recent.code, 0, recent.stderr);
     assert.doesNotMatch(recent.stdout, /from 2021|batch 3/);
     assert.match(recent.stdout, /batch 5 row 1/);
 
-    const bad = await otelake(['view', '-D', dir.path, '-t', 'logs', '--since', 'yesterday']);
+    const bad = await view('--since', 'yesterday');
     assert.equal(bad.code, 2);
     assert.match(bad.stderr, /option '--since <time>' argument 'yesterday' is invalid/);
-    const order = await otelake(['view', '-D', dir.path, '-t', 'logs', '--since', '1h', '--until', '2h']);
+    const order = await view('--since', '1h', '--until', '2h');
     assert.equal(order.code, 2);
     assert.match(order.stderr, /--since "1h": it is not before --until "2h"/);
   });
