@@ -3,7 +3,6 @@ export {
   type CutValue,
   closeReadWorkers,
   DEFAULT_MAX_BYTES,
-  EARLY_ARRIVAL_DAYS,
   type FileEntry,
   filtersOf,
   isoFromMicros,

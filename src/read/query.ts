@@ -17,7 +17,7 @@ import type { FetchResult, KeysTask } from './query-worker.ts';
 import type { CutValue, FetchPart, FetchTask, RangePart, RangeTask, RowKeys } from './scan.ts';
 
 export type { FileEntry } from './files.ts';
-export { EARLY_ARRIVAL_DAYS, StorageUnavailableError } from './files.ts';
+export { StorageUnavailableError } from './files.ts';
 export type { NormalizedQuery, ReadQuery, RowFilter, Storage } from './filters.ts';
 export {
   DEFAULT_MAX_BYTES,
@@ -92,11 +92,6 @@ function queryPool(): WorkerPool {
     recycleAfter: RECYCLE_AFTER,
   });
   return pool;
-}
-
-/** Query workers: how many, and tasks waiting for one (for /healthz). */
-export function queryWorkerStats(): { workers: number; queued_tasks: number } {
-  return { workers: Math.max(1, Math.min(2, availableParallelism())), queued_tasks: pool?.queuedTasks ?? 0 };
 }
 
 /** Stops the query workers (a later query starts new ones). */
