@@ -27,6 +27,8 @@ export const MAX_LIMIT = 10_000;
 const RETRY_AFTER_S = 1;
 /** A response whose client reads nothing for this long is closed (its query cancelled). */
 export const SEND_STALL_MS = 30_000;
+/** Bytes of an answer kept for its end: the count, the keys of the lists, the incomplete note. */
+const TAIL_BYTES = 512;
 
 /** HTTP parameter -> field of the read query model. */
 const PARAMS: Record<string, keyof ReadQuery> = {
@@ -208,26 +210,32 @@ async function* answer(
   let full = false;
   let head = '{"rows":[';
   let chunk = first;
-  while (chunk !== undefined && !full) {
-    const parts: string[] = [head];
-    head = '';
-    const cutsOf = Map.groupBy(chunk.cuts, (c) => c.row);
-    for (let i = 0; i < chunk.rows.length; i++) {
-      const text = (count === 0 ? '' : ',') + JSON.stringify(rowToJson(chunk.rows[i]!, table));
-      // Room kept for the closing part of the answer.
-      if (bytes + Buffer.byteLength(text) + 512 > limit) {
-        full = true;
-        break;
+  try {
+    while (chunk !== undefined && !full) {
+      const parts: string[] = [head];
+      head = '';
+      const cutsOf = Map.groupBy(chunk.cuts, (c) => c.row);
+      for (let i = 0; i < chunk.rows.length; i++) {
+        const text = (count === 0 ? '' : ',') + JSON.stringify(rowToJson(chunk.rows[i]!, table));
+        const rowCuts = (cutsOf.get(i) ?? []).map((c) => ({ ...c, row: count }));
+        const size = Buffer.byteLength(text) + rowCuts.reduce((n, c) => n + JSON.stringify(c).length + 1, 0);
+        if (bytes + size + TAIL_BYTES > limit) {
+          full = true;
+          break;
+        }
+        bytes += size;
+        parts.push(text);
+        cuts.push(...rowCuts);
+        count++;
       }
-      bytes += Buffer.byteLength(text);
-      parts.push(text);
-      for (const c of cutsOf.get(i) ?? []) cuts.push({ ...c, row: count });
-      count++;
+      yield parts.join('');
+      if (full) break;
+      const next = await rest.next();
+      chunk = next.done ? undefined : next.value;
     }
-    yield parts.join('');
-    if (full) break;
-    const next = await rest.next();
-    chunk = next.done ? undefined : next.value;
+  } finally {
+    // Ended early, cancelled or failed: the read stops here.
+    await rest.return(undefined);
   }
   let tail = `${head}],"count":${count}`;
   if (cuts.length > 0) tail += `,"truncated_values":${JSON.stringify(cuts)}`;
