@@ -249,7 +249,12 @@ async function writeFileSynced(path: string, data: string, sync: boolean, mtimeM
   const fh = await open(path, 'wx');
   try {
     await fh.writeFile(data);
-    if (mtimeMs !== undefined) await fh.utimes(mtimeMs / 1000, mtimeMs / 1000);
+    if (mtimeMs !== undefined) {
+      // In seconds as a double: aim at the middle of the millisecond, so that rounding on the
+      // way to nanoseconds never lands in the one before.
+      const seconds = (mtimeMs + 0.5) / 1000;
+      await fh.utimes(seconds, seconds);
+    }
     if (sync) await fh.sync();
   } finally {
     await fh.close();
