@@ -8,6 +8,21 @@
 
 import { open } from 'node:fs/promises';
 import {
+  CC_COLUMN_INDEX_LENGTH,
+  CC_COLUMN_INDEX_OFFSET,
+  CC_META,
+  CM_NUM_VALUES,
+  CM_STATISTICS,
+  FMD_ROW_GROUPS,
+  MAGIC,
+  RG_COLUMNS,
+  ST_MAX,
+  ST_MAX_VALUE,
+  ST_MIN,
+  ST_MIN_VALUE,
+  ST_NULL_COUNT,
+} from './parquet-format.ts';
+import {
   decodeStruct,
   encodeStruct,
   field,
@@ -17,22 +32,12 @@ import {
   type TStruct,
 } from './thrift.ts';
 
-const MAGIC = Buffer.from('PAR1');
-const FMD_ROW_GROUPS = 4;
-const RG_COLUMNS = 1;
-const CC_META = 3;
-const CC_COLUMN_INDEX_OFFSET = 6;
-const CC_COLUMN_INDEX_LENGTH = 7;
-const CM_NUM_VALUES = 5;
-const CM_STATISTICS = 12;
-// Statistics: max and min (deprecated), null_count, max_value and min_value.
-const ST_BOUNDS = [1, 2, 5, 6];
-const ST_NULL_COUNT = 3;
+const BOUNDS = [ST_MAX, ST_MIN, ST_MAX_VALUE, ST_MIN_VALUE];
 
 /** A chunk with values but no bounds: whatever ColumnIndex its writer gave it is not trusted. */
 function unbounded(columnMeta: TStruct): boolean {
   const stats = structField(columnMeta, CM_STATISTICS);
-  if (stats && ST_BOUNDS.some((id) => field(stats, id) !== undefined)) return false;
+  if (stats && BOUNDS.some((id) => field(stats, id) !== undefined)) return false;
   const nulls = stats ? intField(stats, ST_NULL_COUNT) : undefined;
   const values = intField(columnMeta, CM_NUM_VALUES);
   return nulls === undefined || values === undefined || nulls < values;
