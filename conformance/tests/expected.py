@@ -90,22 +90,20 @@ def commit_time_ms(report, version: int) -> int:
     return info["timestamp"]
 
 
-def live_files_at(report, version: int) -> set[str]:
+def readable_versions(report) -> list[int]:
+    """The versions whose files are all still on disk (VACUUM deleted those of the older ones)."""
+    on_disk = {p.name for p in Path(report["dir"]).glob("*.parquet")}
     live: set[str] = set()
-    for v in range(version + 1):
+    readable = []
+    for v in commit_versions(report):
         for a in commit_actions(report, v):
             if "add" in a:
                 live.add(a["add"]["path"])
             elif "remove" in a:
                 live.discard(a["remove"]["path"])
-    return live
-
-
-def readable_versions(report) -> list[int]:
-    """The versions after each step whose files are all still on disk (VACUUM deletes the older)."""
-    on_disk = {p.name for p in Path(report["dir"]).glob("*.parquet")}
-    versions = sorted({s["version"] for s in report["steps"]})
-    return [v for v in versions if live_files_at(report, v) <= on_disk]
+        if live <= on_disk:
+            readable.append(v)
+    return readable
 
 
 def sample(versions: list[int], report) -> list[int]:
