@@ -9,6 +9,7 @@ import { fsyncPath } from '../storage/files.ts';
 import { exposeGc, ReturnedInput, serveTasks } from '../storage/worker-pool.ts';
 import { Arena, type Batches, joinBatches, transferables } from './batch.ts';
 import { type CheckpointContent, encodeCheckpoint } from './checkpoint.ts';
+import { dropUnsoundColumnIndexes } from './column-index.ts';
 import { batchFrame } from './frame.ts';
 import { concatParquet, NotConcatenable } from './parquet-concat.ts';
 import { computeStats, type FileStats } from './stats.ts';
@@ -79,6 +80,7 @@ export interface WrittenBatch extends WrittenFile {
 }
 
 async function finished(path: string, fsync: boolean): Promise<WrittenFile> {
+  await dropUnsoundColumnIndexes(path);
   // Synced before it is committed: a commit must never point at a file lost with the page cache.
   if (fsync) await fsyncPath(path);
   const st = await stat(path);
