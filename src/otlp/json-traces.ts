@@ -5,6 +5,7 @@
 // unknown fields); on anything else (invalid JSON, snake_case keys, a value of the wrong type, a
 // repeated list) mapTraceJson returns null and the caller maps the tree, which also words errors.
 
+import { resourceProjectId } from '../schema/project.ts';
 import type { Row } from '../schema/tables.ts';
 import { nanosToMicros } from '../schema/time.ts';
 import { LossyJsonNumber, OtlpDecodeError } from './errors.ts';
@@ -219,9 +220,8 @@ class JsonTraceMapper {
   private resourceSpans(): void {
     const j = this.j;
     if (!j.object()) throw DECLINED;
-    const header = this.ctx.headerProjectId;
     const s: Shared = {
-      project_id: header !== undefined && header !== '' ? header : this.ctx.defaultProjectId,
+      project_id: resourceProjectId(this.ctx, undefined),
       service_name: null,
       resource_attributes: '{}',
       resource_dropped_attributes_count: 0,
@@ -237,7 +237,7 @@ class JsonTraceMapper {
     let lists = 0;
     for (let id = key(j, FIRST_KEY); id !== END_OF_OBJECT; id = key(j, id)) {
       if (id === RESOURCE) {
-        this.resource(s, header);
+        this.resource(s);
         late = this.spanRows.length > from[0];
       } else if (id === SCHEMA_URL) {
         s.resource_schema_url = str(j.scalar(), 'schemaUrl');
@@ -249,13 +249,13 @@ class JsonTraceMapper {
     if (late) this.patch(from, s, RESOURCE_COLUMNS);
   }
 
-  private resource(s: Shared, header: string | undefined): void {
+  private resource(s: Shared): void {
     const j = this.j;
     const attrs = this.attrs;
     s.service_name = null;
     s.resource_attributes = '{}';
     s.resource_dropped_attributes_count = 0;
-    let project: string | null = null;
+    let project: string | null | undefined;
     if (j.object()) {
       let dropped: Scalar | undefined;
       for (let id = key(j, FIRST_KEY); id !== END_OF_OBJECT; id = key(j, id)) {
@@ -268,7 +268,7 @@ class JsonTraceMapper {
       }
       s.resource_dropped_attributes_count = int32(dropped, 'resource.droppedAttributesCount');
     }
-    if (header === undefined || header === '') s.project_id = project || this.ctx.defaultProjectId;
+    s.project_id = resourceProjectId(this.ctx, project);
   }
 
   private scopeSpans(s: Shared): void {
@@ -600,7 +600,7 @@ class JsonAttributes {
   private nKeys = 0;
   /** Set by `json(true)`: the list's service.name and project.id (`stringAttribute`). */
   serviceName: string | null = null;
-  projectId: string | null = null;
+  projectId: string | null | undefined;
 
   constructor(j: JsonReader) {
     this.j = j;
@@ -610,7 +610,7 @@ class JsonAttributes {
   json(names: boolean): string {
     const j = this.j;
     this.serviceName = null;
-    this.projectId = null;
+    this.projectId = undefined;
     if (!j.array()) return '{}';
     const listStart = j.pos - 1;
     this.len = 0;
@@ -625,7 +625,7 @@ class JsonAttributes {
     if (!simple) {
       const list = JSON.parse(j.buf.toString('utf8', listStart, j.pos)) as unknown[];
       if (names) {
-        this.serviceName = stringAttribute(list, 'service.name');
+        this.serviceName = stringAttribute(list, 'service.name') ?? null;
         this.projectId = stringAttribute(list, 'project.id');
       }
       return attributesJson(list);

@@ -2,6 +2,7 @@
 // without an intermediate normalized message. Rows are built as object literals with every
 // column in schema order so they share one hidden class per table.
 
+import { type ProjectContext, resourceProjectId } from '../schema/project.ts';
 import type { Row, TableName } from '../schema/tables.ts';
 import { nanosToMicros } from '../schema/time.ts';
 import { LossyJsonNumber, OtlpDecodeError } from './errors.ts';
@@ -36,11 +37,8 @@ import {
 import { mapLogBytes } from './wire-logs.ts';
 import { mapTraceBytes } from './wire-traces.ts';
 
-export interface MapContext {
-  /** Project id from the request header (or the auth token); wins over the resource attribute. */
-  headerProjectId?: string;
-  defaultProjectId: string;
-}
+/** Project ids of the request (see schema/project.ts' resourceProjectId). */
+export type MapContext = ProjectContext;
 
 export interface Mapped {
   tables: Partial<Record<TableName, Row[]>>;
@@ -130,12 +128,8 @@ export interface ScopeCols {
 function resourceCols(rx: Msg, ctx: MapContext): ResourceCols {
   const resource = obj(rx.resource, 'resource');
   const attrs = resource?.attributes;
-  const headerProject = ctx.headerProjectId;
   return {
-    project_id:
-      headerProject !== undefined && headerProject !== ''
-        ? headerProject
-        : stringAttribute(attrs, 'project.id') || ctx.defaultProjectId,
+    project_id: resourceProjectId(ctx, stringAttribute(attrs, 'project.id')),
     service_name: stringAttribute(attrs, 'service.name') || null,
     resource_attributes: attributesJson(attrs),
     resource_dropped_attributes_count: int32(

@@ -3,6 +3,7 @@
 // carries (as map.ts' resourceCols and scopeCols do); a subclass maps the items. Field numbers are
 // those of proto/opentelemetry/proto/{trace,logs}/v1/*.proto and resource/v1/resource.proto.
 
+import { resourceProjectId } from '../schema/project.ts';
 import type { MapContext, ResourceCols, ScopeCols } from './map.ts';
 import { int32, str } from './values.ts';
 import { AttributesWriter, LEN, Ranges, stringAttribute, tag, VARINT, WireReader } from './wire.ts';
@@ -110,12 +111,8 @@ export abstract class RequestWalker {
       } else if (t === RESOURCE_DROPPED) dropped = r.uint32(end);
       else r.skip(t & 7, end);
     }
-    const header = this.ctx.headerProjectId;
     return {
-      project_id:
-        header !== undefined && header !== ''
-          ? header
-          : stringAttribute(r, attrs, PROJECT_ID_KEY) || this.ctx.defaultProjectId,
+      project_id: resourceProjectId(this.ctx, stringAttribute(r, attrs, PROJECT_ID_KEY)),
       service_name: stringAttribute(r, attrs, SERVICE_NAME_KEY) || null,
       resource_attributes: this.writer.json(attrs),
       resource_dropped_attributes_count: int32(dropped, 'resource.droppedAttributesCount'),

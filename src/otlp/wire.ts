@@ -521,10 +521,10 @@ function anyValueMsg(r: WireReader, start: number, end: number, depth: number): 
 }
 
 /**
- * The string value of the last KeyValue named `key` in `kvs`, or null when there is none or its
- * value is not a string (values.ts' stringAttribute).
+ * The string value of the last KeyValue named `key` in `kvs`: null when its value is not a
+ * string, undefined when there is none (values.ts' stringAttribute).
  */
-export function stringAttribute(r: WireReader, kvs: Ranges, key: Buffer): string | null {
+export function stringAttribute(r: WireReader, kvs: Ranges, key: Buffer): string | null | undefined {
   const kv: KeyValueAt = { keyStart: 0, keyEnd: 0, valueStart: -1, valueEnd: -1 };
   for (let i = kvs.n - 2; i >= 0; i -= 2) {
     keyValue(r, kvs.at[i]!, kvs.at[i + 1]!, kv);
@@ -534,5 +534,5 @@ export function stringAttribute(r: WireReader, kvs: Ranges, key: Buffer): string
     const m = lastMember(r, valueStart, valueEnd, { tag: 0, start: 0, end: 0 });
     return m.tag === STRING_VALUE ? r.string(m.start, m.end) : null;
   }
-  return null;
+  return undefined;
 }

@@ -1,5 +1,6 @@
 // Turns one OTLP request body into normalized column batches, one per table: decompress, decode
-// (JSON or protobuf), map to rows, check the project ids, validate and normalize each row, build columns.
+// (JSON or protobuf), map to rows (project ids checked), apply the attribute limits, validate and
+// normalize each row, build columns.
 // This is the CPU-heavy part of ingest; the server runs it in decode worker threads (see
 // decode-worker.ts), so only small batches in one buffer each come back to the event loop.
 
@@ -14,11 +15,12 @@ import {
   protobufInstalled,
   type Signal,
 } from '../otlp/index.ts';
+import { AttributeLimiter, type AttributeLimits } from '../otlp/limits.ts';
+import { InvalidProjectIdError } from '../schema/project.ts';
 import { type Row, SCHEMAS, type TableName } from '../schema/tables.ts';
 import { RowNormalizer, type ValidationSettings } from '../schema/validate.ts';
 import { siblingModule, WorkerPool } from '../storage/worker-pool.ts';
 import { BodyError, decompress } from './body.ts';
-import { isValidProjectId, PROJECT_ID_RULE } from './project.ts';
 
 export interface DecodeTask {
   signal: Signal;
@@ -27,7 +29,7 @@ export interface DecodeTask {
   body: Uint8Array;
   codings: readonly string[];
   bodyLimit: number;
-  /** X-Project-Id, already checked; when absent each resource's project.id must pass the rule. */
+  /** X-Project-Id or the token's project, already checked; when absent each resource's project.id must pass the rule. */
   headerProjectId: string | undefined;
   defaultProjectId: string;
 }
@@ -45,25 +47,13 @@ export type DecodeResult =
       tables: Partial<Record<TableName, DecodedTable>>;
       /** Ids that were present but invalid, stored as null. */
       invalidIds: number;
+      /** Rows of `tables` (every table) by project. */
+      projects: Record<string, number>;
     }
   /** The request as a whole is refused (400, or 413 when it inflates past the limit): nothing is stored. */
   | { ok: false; status: 400 | 413; message: string }
   /** Too many bodies wait for a decode worker: the client is asked to retry later (503). */
   | { ok: false; busy: true; message: string };
-
-/** The first project id in the rows that is not acceptable, or null (rows of a request mostly share one). */
-function firstInvalidProject(tables: Partial<Record<TableName, Row[]>>, known: string): string | null {
-  let ok = known;
-  for (const rows of Object.values(tables)) {
-    for (const row of rows) {
-      const project = row['project_id'];
-      if (project === ok) continue;
-      if (typeof project !== 'string' || !isValidProjectId(project)) return String(project);
-      ok = project;
-    }
-  }
-  return null;
-}
 
 export class RequestDecoder {
   private readonly proto: ProtoCodec | null;
@@ -71,10 +61,12 @@ export class RequestDecoder {
   /** Reused from request to request: a batch leaves packed into a buffer of its own. */
   private readonly builders: Map<TableName, BatchBuilder> = new Map();
   private readonly settings: ValidationSettings;
+  private readonly limiter: AttributeLimiter;
 
-  constructor(proto: ProtoCodec | null, settings: ValidationSettings) {
+  constructor(proto: ProtoCodec | null, settings: ValidationSettings, limits: AttributeLimits) {
     this.proto = proto;
     this.settings = settings;
+    this.limiter = new AttributeLimiter(limits);
   }
 
   decode(task: DecodeTask): DecodeResult {
@@ -92,7 +84,7 @@ export class RequestDecoder {
         throw err;
       }
       // An empty body is an empty export request, as when it comes uncompressed.
-      if (body.length === 0) return { ok: true, tables: {}, invalidIds: 0 };
+      if (body.length === 0) return { ok: true, tables: {}, invalidIds: 0, projects: {} };
     }
     let mapped: ReturnType<typeof mapRequest>;
     try {
@@ -105,23 +97,20 @@ export class RequestDecoder {
       if (err instanceof OtlpDecodeError) {
         return { ok: false, status: 400, message: `cannot decode the request: ${err.message}` };
       }
+      if (err instanceof InvalidProjectIdError) return { ok: false, status: 400, message: err.message };
       throw err;
     }
-    if (task.headerProjectId === undefined) {
-      const bad = firstInvalidProject(mapped.tables, task.defaultProjectId);
-      if (bad !== null) {
-        const message = `invalid resource attribute project.id ${JSON.stringify(bad)}: use ${PROJECT_ID_RULE}`;
-        return { ok: false, status: 400, message };
-      }
-    }
     const tables: Partial<Record<TableName, DecodedTable>> = {};
+    const projects: Record<string, number> = {};
     for (const [table, rows] of Object.entries(mapped.tables) as [TableName, Row[]][]) {
-      tables[table] = this.build(table, rows);
+      this.limiter.apply(table, rows);
+      tables[table] = this.build(table, rows, projects);
     }
-    return { ok: true, tables, invalidIds: mapped.invalidIds };
+    return { ok: true, tables, invalidIds: mapped.invalidIds, projects };
   }
 
-  private build(table: TableName, rows: readonly Row[]): DecodedTable {
+  /** Normalizes and packs the rows of a table, counting the valid ones by project into `projects`. */
+  private build(table: TableName, rows: readonly Row[], projects: Record<string, number>): DecodedTable {
     let normalizer = this.normalizers.get(table);
     let builder = this.builders.get(table);
     if (!normalizer || !builder) {
@@ -131,12 +120,25 @@ export class RequestDecoder {
       this.builders.set(table, builder);
     }
     const reasons: Record<string, number> = {};
+    // Rows come in runs of one project (a resource's): counted a run at a time.
+    let project = '';
+    let run = 0;
     try {
       for (const row of rows) {
         const r = normalizer.normalize(row);
-        if (typeof r !== 'string') builder.pushValues(r);
-        else reasons[r] = (reasons[r] ?? 0) + 1;
+        if (typeof r === 'string') {
+          reasons[r] = (reasons[r] ?? 0) + 1;
+          continue;
+        }
+        builder.pushValues(r);
+        if (row['project_id'] !== project) {
+          if (run > 0) projects[project] = (projects[project] ?? 0) + run;
+          project = row['project_id'] as string;
+          run = 0;
+        }
+        run++;
       }
+      if (run > 0) projects[project] = (projects[project] ?? 0) + run;
       return { batch: packBatch(builder.view()), reasons };
     } finally {
       builder.clear(); // empty for the next request, even after a failure
@@ -148,6 +150,7 @@ export interface DecoderInit {
   /** Decode protobuf bodies (the optional protobufjs package is there). */
   protobuf: boolean;
   settings: ValidationSettings;
+  limits: AttributeLimits;
 }
 
 /** Young generation of a decode worker: a request's garbage (a decoded tree) is well below it. */
@@ -158,6 +161,7 @@ const DECODE_BACKLOG_BYTES = 256 * 1024 * 1024;
 
 export interface DecodersOptions {
   settings: ValidationSettings;
+  limits: AttributeLimits;
   workers: number;
   /** The codec, or null for JSON only. Default: protobuf when the optional protobufjs is installed. */
   proto?: ProtoCodec | null;
@@ -187,11 +191,11 @@ export class Decoders {
   }
 
   private constructor(o: DecodersOptions, protobuf: boolean, codec: ProtoCodec | null) {
-    const { settings, workers } = o;
+    const { settings, limits, workers } = o;
     this.protobuf = protobuf;
     this.backlogBytes = o.backlogBytes ?? DECODE_BACKLOG_BYTES;
     if (workers > 0) {
-      const workerData: DecoderInit = { protobuf, settings };
+      const workerData: DecoderInit = { protobuf, settings, limits };
       // Two tasks per worker: it decodes the next body while the event loop queues the last one.
       this.pool = new WorkerPool(siblingModule(import.meta.url, 'decode-worker'), {
         size: workers,
@@ -204,7 +208,7 @@ export class Decoders {
       this.inline = null;
     } else {
       this.pool = null;
-      this.inline = new RequestDecoder(codec, settings);
+      this.inline = new RequestDecoder(codec, settings, limits);
     }
   }
 

@@ -13,10 +13,11 @@ import {
   rpcCodeForHttpStatus,
   type Signal,
 } from '../otlp/index.ts';
+import { isValidProjectId, PROJECT_ID_RULE } from '../schema/project.ts';
 import type { TableName } from '../schema/tables.ts';
 import { BodyError, codingsFor, readBody } from './body.ts';
 import type { DecodedTable, DecodeResult, Decoders } from './decode.ts';
-import { isValidProjectId, PROJECT_ID_RULE } from './project.ts';
+import type { ProjectRates } from './fairness.ts';
 
 type Format = BodyFormat;
 
@@ -61,12 +62,14 @@ export interface IngestRouteOptions {
   decoders: Decoders;
   bodyLimitBytes: number;
   defaultProjectId: string;
+  /** The per-project ingest rate (server_config.project_max_rows_per_s), or null for none. */
+  rates: ProjectRates | null;
   /** How long a request may wait for room in a full queue (drop_policy block); default from the logger. */
   ingestWaitMs?: number;
 }
 
 /** The body format named by a Content-Type header (parameters such as charset are ignored). */
-function formatOf(contentType: string | undefined): Format | null {
+export function formatOf(contentType: string | undefined): Format | null {
   if (contentType === undefined) return null;
   const semi = contentType.indexOf(';');
   const media = (semi === -1 ? contentType : contentType.slice(0, semi)).trim().toLowerCase();
@@ -120,9 +123,20 @@ function describeRejections(
   return parts.join('; ');
 }
 
+/** 429 for a project over server_config.project_max_rows_per_s. */
+function overRate(reply: FastifyReply, seconds: number, format: Format): FastifyReply {
+  reply.header('retry-after', String(seconds));
+  return sendStatus(
+    reply,
+    429,
+    `the project is over its ingest rate (server_config.project_max_rows_per_s); retry after ${seconds} s`,
+    format,
+  );
+}
+
 export function registerIngestRoutes(app: FastifyInstance, opts: IngestRouteOptions): void {
   const { logger, decoders } = opts;
-  const wait = opts.ingestWaitMs === undefined ? {} : { waitMs: opts.ingestWaitMs };
+  const waitFor = opts.ingestWaitMs === undefined ? {} : { waitMs: opts.ingestWaitMs };
 
   // Bodies are read by the handlers (with the body limit) and decompressed and decoded by the
   // Decoders (worker threads, or inline with decode_workers 0); fastify only hands the raw stream
@@ -161,7 +175,8 @@ export function registerIngestRoutes(app: FastifyInstance, opts: IngestRouteOpti
       );
     }
 
-    const headerProject = headerValue(request.headers['x-project-id']);
+    // With auth on, the token's project (the access hook refused another X-Project-Id).
+    const headerProject = request.principal?.project ?? headerValue(request.headers['x-project-id']);
     if (headerProject !== undefined && !isValidProjectId(headerProject)) {
       return sendStatus(
         reply,
@@ -170,6 +185,10 @@ export function registerIngestRoutes(app: FastifyInstance, opts: IngestRouteOpti
         format,
       );
     }
+
+    // A project over its rate is refused before its body is read and decoded.
+    const wait = headerProject === undefined ? 0 : (opts.rates?.retryAfter([headerProject]) ?? 0);
+    if (wait > 0) return overRate(reply, wait, format);
 
     let codings: string[];
     try {
@@ -216,16 +235,33 @@ export function registerIngestRoutes(app: FastifyInstance, opts: IngestRouteOpti
       return sendStatus(reply, 503, `${decoded.message}: retry after ${RETRY_AFTER_S} s`, format);
     }
 
+    const { projects } = decoded;
+    if (opts.rates) {
+      const after = opts.rates.retryAfter(Object.keys(projects));
+      if (after > 0) return overRate(reply, after, format);
+      opts.rates.take(projects);
+    }
     const tables: RequestTables = {};
     for (const [table, t] of Object.entries(decoded.tables) as [TableName, DecodedTable][]) {
       tables[table] = { batch: t.batch, rejected: t.reasons };
     }
     let result: RequestResult;
     try {
-      result = await logger.ingestRequest(tables, wait);
+      result = await logger.ingestRequest(tables, { ...waitFor, projects });
     } catch (err) {
+      opts.rates?.refund(projects);
       request.log.error({ err }, 'ingesting rows failed');
       return sendStatus(reply, 503, `cannot store the rows: ${(err as Error).message}`, format);
+    }
+    if (result.outcome !== 'accepted') opts.rates?.refund(projects);
+    if (result.outcome === 'project_full') {
+      reply.header('retry-after', String(RETRY_AFTER_S));
+      return sendStatus(
+        reply,
+        429,
+        `a project of this request holds its share of the ingest queue (producer_config.project_queue_share); retry after ${RETRY_AFTER_S} s`,
+        format,
+      );
     }
     const retry = RETRY_LATER[result.outcome];
     if (retry !== undefined) {

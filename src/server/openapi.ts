@@ -3,9 +3,9 @@
 
 import { METRIC_TYPES } from '../read/filters.ts';
 import { TIME_BOUND_FORMATS } from '../read/window.ts';
+import { PROJECT_ID_PATTERN } from '../schema/project.ts';
 import { SCHEMAS, type TableName } from '../schema/tables.ts';
 import { VERSION } from '../version.ts';
-import { PROJECT_ID_PATTERN } from './project.ts';
 
 /** The read endpoints: registered by read-api.ts, documented here. */
 export const READ_ROUTES: readonly { path: string; table: TableName; title: string }[] = [

@@ -10,6 +10,7 @@ import { tracesRequest } from '../../bench/otlp-payloads.ts';
 import { decodeRequest, type Mapped, mapRequest, OtlpDecodeError } from '../../src/otlp/index.ts';
 import { mapTraceJson } from '../../src/otlp/json-traces.ts';
 import { parseJson } from '../../src/otlp/request.ts';
+import { InvalidProjectIdError } from '../../src/schema/project.ts';
 import { CTX } from './helpers.ts';
 
 type Outcome = Mapped | { error: string };
@@ -18,7 +19,8 @@ function outcome(f: () => Mapped): Outcome {
   try {
     return f();
   } catch (err) {
-    assert.ok(err instanceof OtlpDecodeError, `only OtlpDecodeError is thrown, got ${err}`);
+    const refused = err instanceof OtlpDecodeError || err instanceof InvalidProjectIdError;
+    assert.ok(refused, `only OtlpDecodeError or InvalidProjectIdError is thrown, got ${err}`);
     return { error: err.message };
   }
 }
@@ -43,11 +45,13 @@ function viaService(body: Uint8Array, headerProjectId?: string): Outcome {
 function assertSame(body: Uint8Array | string, label: string, headerProjectId?: string): boolean {
   const bytes = typeof body === 'string' ? Buffer.from(body) : body;
   assert.deepEqual(viaService(bytes, headerProjectId), viaTree(bytes, headerProjectId), label);
-  let fast: Mapped | null;
+  let fast: Outcome | null;
   try {
     fast = mapTraceJson(bytes, { ...CTX, headerProjectId });
   } catch (err) {
-    assert.fail(`${label}: the fast path threw ${err}`);
+    // An invalid project.id is refused by the fast path itself, as by the tree.
+    if (!(err instanceof InvalidProjectIdError)) assert.fail(`${label}: the fast path threw ${err}`);
+    fast = { error: err.message };
   }
   if (fast !== null) assert.deepEqual(fast, viaTree(bytes, headerProjectId), label);
   return fast !== null;
@@ -98,6 +102,33 @@ test('JSON traces map straight from the bytes to the rows of the parsed tree', (
       .items,
     2,
   );
+});
+
+test("a resource's project.id: a valid string is the project, anything else is refused; the header wins", () => {
+  const resource = (value: string) => `{"attributes":[{"key":"project.id","value":${value}}]}`;
+  const cases: [string, string, string | null][] = [
+    ['valid', '{"stringValue":"shop-1"}', 'shop-1'],
+    ['empty', '{"stringValue":""}', null],
+    ['int', '{"intValue":"7"}', null],
+    ['bool', '{"boolValue":true}', null],
+    ['empty value', '{}', null],
+    ['no value', 'null', null],
+    ['a list', '{"arrayValue":{"values":[{"stringValue":"shop"}]}}', null],
+    ['a space', '{"stringValue":"a b"}', null],
+    ['escaped', '{"stringValue":"sh\\u006fp"}', 'shop'],
+  ];
+  for (const [label, value, project] of cases) {
+    const body = request([span('[]')], resource(value));
+    assertSame(body, label);
+    const m = viaService(Buffer.from(body));
+    if (project === null)
+      assert.match((m as { error: string }).error, /invalid resource attribute project\.id/, label);
+    else assert.equal((m as Mapped).tables.spans![0]!['project_id'], project, label);
+    assertSame(body, `${label}, with header`, 'hdr');
+    assert.equal((viaService(Buffer.from(body), 'hdr') as Mapped).tables.spans![0]!['project_id'], 'hdr');
+  }
+  const none = viaService(Buffer.from(request([span('[]')]))) as Mapped;
+  assert.equal(none.tables.spans![0]!['project_id'], CTX.defaultProjectId, 'no project.id: the default');
 });
 
 test('attribute values of every kind are written as the JSON of the parsed tree', () => {

@@ -15,6 +15,7 @@ import {
 } from '../../src/otlp/index.ts';
 import { mapLogBytes } from '../../src/otlp/wire-logs.ts';
 import { mapTraceBytes } from '../../src/otlp/wire-traces.ts';
+import { InvalidProjectIdError } from '../../src/schema/project.ts';
 import { CTX, jsonToProtobuf, mapJson } from './helpers.ts';
 
 const codec = (await loadProtobuf()) as ProtoCodec;
@@ -31,8 +32,10 @@ function outcome(f: () => Mapped): Mapped | { error: string } {
   try {
     return f();
   } catch (err) {
-    assert.ok(err instanceof OtlpDecodeError, `only OtlpDecodeError is thrown, got ${err}`);
-    return { error: 'refused' };
+    // A resource's project.id that breaks the project id rule refuses the request too (400).
+    const refused = err instanceof OtlpDecodeError || err instanceof InvalidProjectIdError;
+    assert.ok(refused, `only OtlpDecodeError or InvalidProjectIdError is thrown, got ${err}`);
+    return { error: err instanceof OtlpDecodeError ? 'refused' : err.name };
   }
 }
 
@@ -251,9 +254,27 @@ test('service.name and project.id: the last occurrence counts, and only a string
     ['project', [...len(1, kv('project.id', sv('proj-x')))]],
     ['no value', [...len(1, kv('service.name')), ...len(1, kv('project.id', []))]],
   ];
+  const projects: string[] = [];
   for (const [label, resource] of cases) {
-    assertSame(request([ids], resource), label);
-    assertSame(request([ids], resource), `${label}, with header`, 'hdr');
+    const m = assertSame(request([ids], resource), label);
+    projects.push('error' in m ? m.error : (m.tables.spans![0]!['project_id'] as string));
+    const h = assertSame(request([ids], resource), `${label}, with header`, 'hdr') as Mapped;
+    assert.equal(h.tables.spans![0]!['project_id'], 'hdr', `${label}: the header wins over project.id`);
+  }
+  // An empty project.id, or one without a string value, is refused like an invalid header.
+  const refused = 'InvalidProjectIdError';
+  assert.deepEqual(projects, [CTX.defaultProjectId, CTX.defaultProjectId, refused, 'proj-x', refused]);
+});
+
+test('project.id of the wrong type or invalid is refused, on both routes', () => {
+  const cases: [string, Bytes][] = [
+    ['int', [...len(1, kv('project.id', iv(7)))]],
+    ['space', [...len(1, kv('project.id', sv('a b')))]],
+    ['dot-dot', [...len(1, kv('project.id', sv('a..b')))]],
+    ['too long', [...len(1, kv('project.id', sv('p'.repeat(129))))]],
+  ];
+  for (const [label, resource] of cases) {
+    assert.deepEqual(assertSame(request([ids], resource), label), { error: 'InvalidProjectIdError' }, label);
   }
 });
 
