@@ -34,6 +34,7 @@ import {
   str,
   stringAttribute,
 } from './values.ts';
+import { MAX_WRITTEN_KEYS } from './wire.ts';
 import type { Shared } from './wire-request.ts';
 
 const NAMES = [
@@ -803,6 +804,8 @@ class JsonAttributes {
     let digits = end > start;
     for (let i = start; i < end && digits; i++) digits = buf[i]! >= 0x30 && buf[i]! <= 0x39;
     if (digits) return false;
+    // Quadratic, like the wire writer's: a longer list goes the parsed way.
+    if (this.nKeys >= 2 * MAX_WRITTEN_KEYS) return false;
     const keys = this.keys;
     const n = end - start;
     for (let i = 0; i < this.nKeys; i += 2) {

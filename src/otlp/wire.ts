@@ -232,6 +232,9 @@ interface Member {
  * Keys and strings are copied as UTF-8 bytes (checked, escaped where JSON needs it); a list with a
  * repeated key or an integer-like key (which a JS object reorders) is handed to `attributesJson`.
  */
+/** Keys of one object the writer checks for repeats itself; an object with more goes the parsed way. */
+export const MAX_WRITTEN_KEYS = 128;
+
 export class AttributesWriter {
   private out: Buffer = Buffer.allocUnsafe(16 * 1024);
   private len = 0;
@@ -294,6 +297,8 @@ export class AttributesWriter {
     let digits = n > 0;
     for (let i = start; i < end && digits; i++) digits = r.buf[i]! >= 0x30 && r.buf[i]! <= 0x39;
     if (digits) return false;
+    // The check below is quadratic: a longer list goes the parsed way, linear (60,000 keys took 5 s here).
+    if (this.keys.n - keysFrom >= 2 * MAX_WRITTEN_KEYS) return false;
     const at = this.keys.at;
     for (let k = keysFrom; k < this.keys.n; k += 2) {
       if (at[k + 1]! - at[k]! === n && r.equalBytes(at[k]!, start, n)) return false;

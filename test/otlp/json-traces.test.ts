@@ -131,6 +131,14 @@ test("a resource's project.id: a valid string is the project, anything else is r
   assert.equal(none.tables.spans![0]!['project_id'], CTX.defaultProjectId, 'no project.id: the default');
 });
 
+test('lists of more than MAX_WRITTEN_KEYS keys, repeats among them, map as in the tree', () => {
+  const list = (n: number, key: (i: number) => string) =>
+    JSON.stringify(Array.from({ length: n }, (_, i) => ({ key: key(i), value: { intValue: String(i) } })));
+  assertSame(request([span(list(300, (i) => `k${i}`))]), '300 keys');
+  assertSame(request([span(list(300, (i) => `k${i % 299}`))]), '300 keys, the last repeating the first');
+  assertSame(request([span('[]')], `{"attributes":${list(500, (i) => `r${i}`)}}`), 'a resource of 500 keys');
+});
+
 test('attribute values of every kind are written as the JSON of the parsed tree', () => {
   const kv = (key: string, value: string) => `{"key":${JSON.stringify(key)},"value":${value}}`;
   const cases: [string, string[]][] = [

@@ -156,6 +156,13 @@ test('attribute values of every kind are written as the JSON of the message tree
       [kv('m', len(6, [...len(1, kv('x', iv(1))), ...len(1, kv('x', iv(2)))]))],
     ],
     ['__proto__ key', [kv('__proto__', sv('p')), kv('constructor', iv(1))]],
+    // Beyond MAX_WRITTEN_KEYS keys a list goes the parsed way (its repeat check is linear).
+    ['300 keys', Array.from({ length: 300 }, (_, i) => kv(`k${i}`, iv(i)))],
+    ['300 keys, one repeated', Array.from({ length: 300 }, (_, i) => kv(`k${i % 299}`, iv(i)))],
+    [
+      'a map of 300 keys',
+      [kv('m', len(6, Array.from({ length: 300 }, (_, i) => len(1, kv(`x${i % 250}`, iv(i)))).flat()))],
+    ],
     [
       'unknown fields',
       [
