@@ -121,7 +121,7 @@ function parseReadParams(table: TableName, raw: Record<string, unknown>): ReadQu
         q[field] = hexId(param, text, 16);
         break;
       case 'project_id':
-        // The rule ingest holds project ids to: another id can name no stored row.
+        // The rule the server holds ingested project ids to: another id names no row it stored.
         if (!isValidProjectId(text))
           throw new ParamError(param, `use ${PROJECT_ID_RULE}, got ${JSON.stringify(text)}`);
         q[field] = text;

@@ -9,7 +9,7 @@
 // guessed either way, and a fast hash keeps the check at about a microsecond per request. Hashes
 // are compared in constant time.
 
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { hash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { readFileSync, statSync } from 'node:fs';
 import { mkdir, open, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
@@ -40,7 +40,7 @@ const HASH = /^sha256:[0-9a-f]{64}$/;
 const NAME = /^[\x20-\x7e]{1,64}$/;
 
 function sha256(token: string): Buffer {
-  return createHash('sha256').update(token).digest();
+  return hash('sha256', token, 'buffer');
 }
 
 export function validateScopes(scopes: readonly unknown[]): TokenScope[] {
