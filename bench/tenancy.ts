@@ -10,7 +10,7 @@
 //     and `alone`, A only. Each scenario runs on a fresh server process; all of them, in turn,
 //     --rounds times in one run (the machine is shared: interleaving spreads its noise over all),
 //     then the median of each scenario's figures. Prints A's rows/s and answers, its latency
-//     p50/p99/max, B's rows admitted and requests refused, and the server's peak RSS.
+//     p50/p99/max, B's rows admitted and requests refused, the server's peak RSS and its CPU.
 //   auth: the per-request cost of the token check: the stat of configs/tokens.json and the hash
 //     and constant-time comparison of a token, timed over many calls in this process.
 //
@@ -18,7 +18,7 @@
 //                         [--b-limit 15000] [--b-connections 8] [--a-connections 4]
 //                         [--durability wal|memory] [--rounds 2]
 
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -71,6 +71,15 @@ interface Figures {
   bAdmittedRowsPerS: number;
   bRefusedPerS: number;
   peakRssMiB: number;
+  /** The server's CPU (user + system) while measured, in % of one core. */
+  cpuPct: number;
+}
+
+/** CPU seconds a process has used (user + system), from /proc (Linux). */
+async function cpuSeconds(pid: number): Promise<number> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100; // utime, stime in clock ticks (USER_HZ 100)
 }
 
 type BMode = 'none' | 'rate' | 'flood' | 'hammer';
@@ -135,8 +144,10 @@ async function runScenario(options: PartialOptions, b: BMode): Promise<Figures> 
   const start = performance.now();
   const end = start + (WARMUP_S + SECONDS) * 1000;
   const measureFrom = start + WARMUP_S * 1000;
+  // B's answers within the measured seconds only (A's last answers may come later).
   const countB = (status: number) => {
-    if (!measuring) return;
+    const now = performance.now();
+    if (now < measureFrom || now >= end) return;
     if (status === 200) bAdmitted += ROWS_PER_REQUEST;
     else bRefused++;
   };
@@ -153,9 +164,23 @@ async function runScenario(options: PartialOptions, b: BMode): Promise<Figures> 
       : b === 'rate'
         ? [openLoop(bConns, bRequests, 0.9 * B_LIMIT, start, end, countB)]
         : [];
-  const measure = setTimeout(() => {
+  // The measured seconds: CPU and peak RSS from their start to their end.
+  let cpuFrom = 0;
+  let cpuTo = 0;
+  const measure = setTimeout(async () => {
     measuring = true;
+    cpuFrom = await cpuSeconds(server.pid);
   }, WARMUP_S * 1000);
+  const measured = new Promise<void>((done) =>
+    setTimeout(
+      async () => {
+        measuring = false;
+        cpuTo = await cpuSeconds(server.pid);
+        done();
+      },
+      (WARMUP_S + SECONDS) * 1000,
+    ),
+  );
   // A: requests at fixed times, round robin over its connections.
   await openLoop(aConns, aRequests, A_RATE, start, end, (status, at) => {
     if (at < measureFrom) return;
@@ -163,7 +188,7 @@ async function runScenario(options: PartialOptions, b: BMode): Promise<Figures> 
     latencies.push(performance.now() - at);
   });
   clearTimeout(measure);
-  measuring = false;
+  await measured;
   stopping = true;
   await Promise.allSettled(bLoad);
   clearInterval(sampler);
@@ -181,6 +206,7 @@ async function runScenario(options: PartialOptions, b: BMode): Promise<Figures> 
     bAdmittedRowsPerS: bAdmitted / SECONDS,
     bRefusedPerS: bRefused / SECONDS,
     peakRssMiB: peak,
+    cpuPct: (100 * (cpuTo - cpuFrom)) / SECONDS,
   };
 }
 
@@ -197,7 +223,7 @@ async function fairness(): Promise<void> {
       `project_queue_share 0.5; durability ${args.durability}; ${SECONDS} s each after ${WARMUP_S} s of warm-up`,
   );
   console.log(
-    'scenario   A rows/s  A answers         A p50 ms  A p99 ms  A max ms  B admitted rows/s  B refused req/s  peak RSS MiB',
+    'scenario   A rows/s  A answers         A p50 ms  A p99 ms  A max ms  B admitted rows/s  B refused req/s  peak RSS MiB  server CPU %',
   );
   const scenarios = [
     ['alone', fair, 'none'],
@@ -214,7 +240,7 @@ async function fairness(): Promise<void> {
     console.log(
       `${name.padEnd(10)} ${f.aRowsPerS.toFixed(0).padStart(8)}  ${answers.padEnd(16)}  ${f.p50.toFixed(1).padStart(8)}  ` +
         `${f.p99.toFixed(1).padStart(8)}  ${f.max.toFixed(0).padStart(8)}  ${f.bAdmittedRowsPerS.toFixed(0).padStart(17)}  ` +
-        `${f.bRefusedPerS.toFixed(0).padStart(15)}  ${f.peakRssMiB.toFixed(0).padStart(12)}`,
+        `${f.bRefusedPerS.toFixed(0).padStart(15)}  ${f.peakRssMiB.toFixed(0).padStart(12)}  ${f.cpuPct.toFixed(0).padStart(12)}`,
     );
   };
   for (let round = 0; round < Number(args.rounds); round++) {
@@ -246,6 +272,7 @@ async function fairness(): Promise<void> {
       bAdmittedRowsPerS: pick('bAdmittedRowsPerS'),
       bRefusedPerS: pick('bRefusedPerS'),
       peakRssMiB: pick('peakRssMiB'),
+      cpuPct: pick('cpuPct'),
     };
     med.set(name, m);
     line(name, m);

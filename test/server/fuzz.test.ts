@@ -168,6 +168,18 @@ function hostile(rng: Rng): Case {
   const proto = () => jsonToProtobuf(signal, sampleTree(rng, signal), codec);
   const asJson = { ...JSON_CT, ...FUZZ };
   const asProto = { ...PROTO_CT, ...FUZZ };
+  /** A logs request of one record changed by `edit`, as JSON text (which `text` may change). */
+  const oneLog = (kind: string, expect: number[], edit: (record: Json) => void, text = (t: string) => t) => {
+    const tree = logsRequest(1, 1) as Json;
+    edit(tree.resourceLogs[0].scopeLogs[0].logRecords[0]);
+    return {
+      kind,
+      signal: 'logs' as const,
+      body: Buffer.from(text(JSON.stringify(tree))),
+      headers: asJson,
+      expect,
+    };
+  };
   // Cases that build a logs request say so; the others are sent to `signal`.
   const cases: (() => Omit<Case, 'signal'> & { signal?: Signal })[] = [
     () => {
@@ -216,45 +228,25 @@ function hostile(rng: Rng): Case {
       headers: asJson,
       expect: [200, 400],
     }),
-    () => {
-      const tree = logsRequest(1, 1);
-      tree.resourceLogs[0]!.scopeLogs[0]!.logRecords[0]!.body = {
-        stringValue: 'h'.repeat(1 + rng.int(4 * 1024 * 1024)),
-      };
-      return {
-        kind: 'a huge string',
-        signal: 'logs',
-        body: Buffer.from(JSON.stringify(tree)),
-        headers: asJson,
-        expect: [200],
-      };
-    },
-    () => {
-      const tree = logsRequest(1, 1) as Json;
-      const n = 1 + rng.int(30_000);
-      tree.resourceLogs[0].scopeLogs[0].logRecords[0].attributes = Array.from({ length: n }, (_, i) =>
-        kv(`a${i}`, { stringValue: 'v'.repeat(rng.int(100)) }),
-      );
-      return {
-        kind: 'many attributes',
-        signal: 'logs',
-        body: Buffer.from(JSON.stringify(tree)),
-        headers: asJson,
-        expect: [200],
-      };
-    },
-    () => {
-      const tree = logsRequest(1, 1) as Json;
-      tree.resourceLogs[0].scopeLogs[0].logRecords[0].body = 'DEEP';
-      const body = JSON.stringify(tree).replace('"DEEP"', nested(65 + rng.int(5000)));
-      return {
-        kind: 'deep nesting',
-        signal: 'logs',
-        body: Buffer.from(body),
-        headers: asJson,
-        expect: [400],
-      };
-    },
+    () =>
+      oneLog('a huge string', [200], (r) => {
+        r.body = { stringValue: 'h'.repeat(1 + rng.int(4 * 1024 * 1024)) };
+      }),
+    () =>
+      oneLog('many attributes', [200], (r) => {
+        r.attributes = Array.from({ length: 1 + rng.int(30_000) }, (_, i) =>
+          kv(`a${i}`, { stringValue: 'v'.repeat(rng.int(100)) }),
+        );
+      }),
+    () =>
+      oneLog(
+        'deep nesting',
+        [400],
+        (r) => {
+          r.body = 'DEEP';
+        },
+        (text) => text.replace('"DEEP"', nested(65 + rng.int(5000))),
+      ),
     () => ({
       kind: 'json sent as protobuf',
       body: json(),
