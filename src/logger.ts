@@ -16,6 +16,7 @@ import {
   type ValidationSettings,
   validationSettings,
 } from './schema/validate.ts';
+import { type ShipProgress, Shipper, type ShipperStats, type ShipSummary } from './shipping/shipper.ts';
 import { appendDayPhase, readDayPhases } from './storage/days-index.ts';
 import { DEFAULT_DIR, DEFAULT_INSTANCE_ID, InstanceLayout } from './storage/layout.ts';
 import {
@@ -25,22 +26,15 @@ import {
   resolveOptions,
   saveOptions,
 } from './storage/options.ts';
+import { type ResolvedS3, resolveS3, type S3Config } from './storage/s3-config.ts';
 
-/** S3-compatible storage settings (shipping arrives with its own issue; kept for the API). */
-export interface S3Config {
-  bucket: string;
-  accessKeyId: string;
-  secretAccessKey: string;
-  region?: string;
-  endpointUrl?: string;
-  prefix?: string;
-  sessionToken?: string;
-}
+export type { S3Config } from './storage/s3-config.ts';
 
 export interface LoggerInit {
   instanceId?: string;
   instanceDir?: string;
   options?: PartialOptions;
+  /** Object-storage settings; each field given overrides its environment variables (never persisted). */
   s3?: S3Config;
   /** Milliseconds since the epoch; injectable for tests (day boundaries, batch ages). */
   clock?: () => number;
@@ -49,6 +43,8 @@ export interface LoggerInit {
    * `install_signal_handlers` is on (the server installs its own, which stop this logger).
    */
   handleSignals?: boolean;
+  /** Retry delays of failed shipping steps (default: 5 s doubling up to 15 min, with jitter). */
+  shipperBackoff?: { baseMs: number; maxMs: number };
 }
 
 export type IngestTuple = [ok: boolean, reason: string | null];
@@ -70,7 +66,7 @@ export interface IngestResult {
 export interface LoggerStats {
   producer: ProducerStats;
   aggregator: AggregatorStats;
-  shipper: { enabled: boolean; configured: boolean; state: string };
+  shipper: ShipperStats;
 }
 
 export type FlushMode = 'auto' | 'none';
@@ -78,6 +74,9 @@ export type FlushMode = 'auto' | 'none';
 type State = 'created' | 'running' | 'stopping' | 'stopped';
 
 const OK: IngestTuple = Object.freeze([true, null]) as unknown as IngestTuple;
+
+/** How often whenDayLanded looks again at the queue and the batches. */
+const LANDED_POLL_MS = 20;
 
 /** How long `stop({ flush: 'auto' })` may take to write what is pending. */
 const STOP_FLUSH_TIMEOUT_MS = 30_000;
@@ -112,11 +111,15 @@ export class Logger {
   private stopping: Promise<void> | null = null;
   private readonly openedDays = new Set<string>();
   private removeHooks: (() => void) | null = null;
+  /** Object-storage settings: the `s3` argument over the environment. */
+  private readonly s3: ResolvedS3;
+  private shipper: Shipper | null = null;
 
   constructor(init: LoggerInit = {}) {
     this.init = init;
     this.clock = init.clock ?? Date.now;
     this.layout = new InstanceLayout(init.instanceDir ?? DEFAULT_DIR, init.instanceId ?? DEFAULT_INSTANCE_ID);
+    this.s3 = resolveS3(init.s3);
     this.ready = this.prepare();
     // A failed preparation surfaces through `ready` and every call; never as an unhandled rejection.
     this.ready.catch(() => {});
@@ -160,6 +163,8 @@ export class Logger {
       (t, d) => this.writer(t, d),
       this.clock,
     );
+    this.shipper = this.createShipper(opts);
+    await this.shipper.pendingDays();
     this.installHooks();
     if (opts.auto_start) this.start();
   }
@@ -208,6 +213,7 @@ export class Logger {
     if (!this.aggregator) throw new Error('the logger is not ready yet: await logger.ready');
     this.aggregator.start();
     this.state = 'running';
+    this.shipper!.start(); // resumes unfinished past days (shipper_enabled and S3 configured)
   }
 
   /** Validates one log row and queues it: `[true, null]` or `[false, reason]`. */
@@ -297,6 +303,7 @@ export class Logger {
     await this.ready.catch(() => {});
     this.state = 'stopping';
     this.removeHooks?.();
+    await this.shipper?.stop();
     const producer = this.producer;
     const aggregator = this.aggregator;
     if (producer && aggregator) {
@@ -359,12 +366,62 @@ export class Logger {
     return {
       producer: this.producer.stats(),
       aggregator: this.aggregator.stats(),
-      shipper: {
-        enabled: this.options.shipper_enabled,
-        configured: this.init.s3 !== undefined,
-        state: 'not_available',
-      },
+      shipper: this.shipper!.stats(),
     };
+  }
+
+  // ---- shipping ----------------------------------------------------------------------------
+
+  private createShipper(opts: LoggerOptions): Shipper {
+    return new Shipper({
+      layout: this.layout,
+      s3: this.s3,
+      enabled: opts.shipper_enabled,
+      deltaOptions: deltaOptions(opts.storage_config),
+      today: () => this.producer!.today(),
+      whenDayLanded: (day) => this.whenDayLanded(day),
+      releaseDay: (day) => this.releaseDay(day),
+      ...(this.init.shipperBackoff ? { backoff: this.init.shipperBackoff } : {}),
+    });
+  }
+
+  /**
+   * Seals, uploads, verifies and cleans a finished day now, from its last recorded phase (see
+   * src/shipping/shipper.ts). Rejects with a ShipError for the current day, a future day, a day
+   * without data or an incomplete S3 configuration; a failed step is in the summary.
+   */
+  async shipNow(day: string, opts: { onProgress?: (p: ShipProgress) => void } = {}): Promise<ShipSummary> {
+    await this.ready;
+    return this.shipper!.shipNow(day, opts);
+  }
+
+  /** Finished days not shipped (cleaned) yet, oldest first. */
+  async unshippedDays(): Promise<string[]> {
+    await this.ready;
+    return this.shipper!.pendingDays();
+  }
+
+  /**
+   * Resolves once every row of `day` accepted by this logger has landed in its Delta tables:
+   * nothing of the day left in the producer queue, in the aggregator's batches or in writes in
+   * flight. Only a past day can be waited for usefully (today keeps receiving rows). Rejects when
+   * the logger stops meanwhile: a day must not be sealed while a stop flushes it.
+   */
+  async whenDayLanded(day: string): Promise<void> {
+    await this.ready;
+    const producer = this.producer!;
+    const aggregator = this.aggregator!;
+    while ((producer.oldestQueuedDay() ?? '\uffff') <= day || aggregator.holdsDay(day)) {
+      if (this.state !== 'running') throw new Error(`the logger is ${this.state}: day ${day} has not landed`);
+      await new Promise((r) => setTimeout(r, LANDED_POLL_MS));
+    }
+  }
+
+  /** Closes this logger's tables of a finished day (before it is sealed and before it is removed). */
+  private async releaseDay(day: string): Promise<void> {
+    const open = [...this.tables].filter(([key]) => key.endsWith(`/${day}`));
+    for (const [key] of open) this.tables.delete(key);
+    await Promise.all(open.map(([, t]) => t.then((dt) => dt.close()).catch(() => {})));
   }
 
   // ---- reads -------------------------------------------------------------------------------
@@ -377,7 +434,7 @@ export class Logger {
     query: ReadQuery = {},
     opts: { returnAs?: 'objects' | 'lazy' } = {},
   ): Promise<Row[] | LazyDataFrame> {
-    return readTable(this.layout, table, query, opts);
+    return readTable(this.layout, table, query, { ...opts, s3: this.s3 });
   }
 
   readLogs<A extends ReadArgs>(q?: A): Promise<ReadOutput<A>> {
@@ -402,7 +459,7 @@ export class Logger {
   private readWith<A extends ReadArgs>(table: TableName, q: A | undefined): Promise<ReadOutput<A>> {
     const { returnAs, ...query } = q ?? {};
     // readTable checks returnAs (and rejects an invalid one).
-    const out = readTable(this.layout, table, query, { returnAs: returnAs ?? 'objects' });
+    const out = readTable(this.layout, table, query, { returnAs: returnAs ?? 'objects', s3: this.s3 });
     return out as Promise<ReadOutput<A>>; // returnAs decides which of the two it is
   }
 }

@@ -287,6 +287,12 @@ export class Aggregator {
     await Promise.all(writers.map((w) => w.then((t) => t.close()).catch(() => {})));
   }
 
+  /** Whether rows of `day` are in a batch or in a write not committed yet. */
+  holdsDay(day: string): boolean {
+    for (const s of this.slots.values()) if (s.day === day && size(s) + s.writingRows > 0) return true;
+    return false;
+  }
+
   /** Rows buffered in batches and not yet written, by table. */
   pendingRows(): Record<TableName, number> {
     const out = Object.fromEntries(TABLE_NAMES.map((t) => [t, 0])) as Record<TableName, number>;

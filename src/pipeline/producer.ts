@@ -110,6 +110,14 @@ export class Producer {
     return this.rows;
   }
 
+  /**
+   * The UTC day of the oldest queued row, null when the queue is empty. Days are captured at
+   * enqueue, so the queue holds no row of a day before this one.
+   */
+  oldestQueuedDay(): string | null {
+    return this.ring.peek()?.day ?? null;
+  }
+
   private dayStart = 0;
   private dayEnd = 0;
   private day = '';

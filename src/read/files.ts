@@ -1,17 +1,19 @@
 // Which days and which Parquet files a query reads: day folders present under staging/days and
-// days recorded in index/days.jsonl, the storage each day is read from, and the live files of each
-// day's table with the event_ts bounds from their Delta statistics.
+// days recorded in index/days.jsonl, the storage each day is read from (a day verified in object
+// storage is read from there), and the live files of each day's table with the event_ts bounds
+// from their Delta statistics, from the local log or the shipped one.
 
 import { readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { commitFileName, LOG_DIR } from '../delta/actions.ts';
 import { compareCodePoints, type FileStats } from '../delta/stats.ts';
-import { DeltaTable, listLog } from '../delta/table.ts';
-import { readDayPhases } from '../storage/days-index.ts';
+import { DeltaTable, listLog, readSnapshot } from '../delta/table.ts';
+import { readDayStates } from '../storage/days-index.ts';
 import type { InstanceLayout } from '../storage/layout.ts';
 import { validateDay } from '../storage/layout.ts';
+import { ObjectStore } from '../storage/object-store.ts';
+import { type ResolvedS3, resolveS3, type S3Settings, s3Problem } from '../storage/s3-config.ts';
 import type { NormalizedQuery, RowFilter } from './filters.ts';
-import { describeMissingS3, missingS3Settings } from './s3-env.ts';
 
 /** One live Parquet file of a table. */
 export interface FileEntry {
@@ -37,8 +39,8 @@ export class StorageUnavailableError extends TypeError {
   }
 }
 
-/** Phases after which a day's tables exist in object storage. */
-const SHIPPED_PHASES = new Set(['uploaded', 'verified', 'cleaned']);
+/** Phases after which a day is read from object storage by `auto`. */
+const REMOTE_PHASES = new Set(['verified', 'cleaned']);
 
 function isDay(name: string): boolean {
   try {
@@ -58,16 +60,6 @@ async function listLocalDays(layout: InstanceLayout): Promise<string[]> {
   }
 }
 
-/** The last phase recorded for each day (failures aside). */
-async function readLastPhases(layout: InstanceLayout): Promise<Map<string, string>> {
-  const phases = new Map<string, string>();
-  for (const line of await readDayPhases(layout.daysIndex)) {
-    if (typeof line.day === 'string' && isDay(line.day) && line.phase !== 'failed')
-      phases.set(line.day, line.phase);
-  }
-  return phases;
-}
-
 async function isDirectory(path: string): Promise<boolean> {
   try {
     return (await stat(path)).isDirectory();
@@ -80,48 +72,68 @@ async function isDirectory(path: string): Promise<boolean> {
 export interface DaySource {
   day: string;
   storage: 'local' | 's3';
-  /** Local table folder, or null when the table is read from object storage. */
-  dir: string | null;
+  /** Local table folder, or the table's key in object storage (ending in '/'). */
+  dir: string;
 }
 
 function inRange(day: string, q: NormalizedQuery): boolean {
   return (q.dateFrom === null || day >= q.dateFrom) && (q.dateTo === null || day <= q.dateTo);
 }
 
-function requireS3Config(): void {
-  const missing = missingS3Settings();
-  if (missing.length > 0)
-    throw new StorageUnavailableError(
-      `storage 's3' needs the object-storage configuration; missing: ${describeMissingS3(missing)}`,
-      missing,
-    );
+/** The object-storage settings, or a refusal naming what is missing. */
+function requireS3(s3: ResolvedS3, why: string): S3Settings {
+  const problem = s3Problem(s3);
+  if (problem !== null) throw new StorageUnavailableError(`${why}, but ${problem}`, s3.missing);
+  return s3.settings!;
+}
+
+/** One client per settings object (the Logger's lives as long as the Logger). */
+const stores = new WeakMap<S3Settings, ObjectStore>();
+export function objectStoreFor(settings: S3Settings): ObjectStore {
+  let store = stores.get(settings);
+  if (!store) {
+    store = new ObjectStore(settings);
+    stores.set(settings, store);
+  }
+  return store;
 }
 
 /**
  * The days of the query's range holding the table, oldest first. Only days present are listed
  * (omitted bounds mean the earliest and the latest day present), so a missing instance reads empty.
+ * `local` reads local tables only; `s3` the days found in object storage; `auto` a day verified in
+ * object storage from there, any other day locally. `s3` defaults to the environment's settings.
  */
-export async function resolveDays(layout: InstanceLayout, q: NormalizedQuery): Promise<DaySource[]> {
+export async function resolveDays(
+  layout: InstanceLayout,
+  q: NormalizedQuery,
+  s3: ResolvedS3 = resolveS3(),
+): Promise<DaySource[]> {
   if (q.storage === 's3') {
-    requireS3Config();
-    throw new StorageUnavailableError('reading tables from object storage is not available yet');
+    const settings = requireS3(s3, "storage 's3' reads object storage");
+    const remoteDays = await objectStoreFor(settings).folders(settings.daysKey(layout.instanceId));
+    return remoteDays
+      .filter((d) => isDay(d) && inRange(d, q))
+      .sort()
+      .map((day) => ({ day, storage: 's3', dir: `${settings.dayKey(layout.instanceId, day)}${q.table}/` }));
   }
   const local = new Set((await listLocalDays(layout)).filter((d) => inRange(d, q)));
-  const phases = await readLastPhases(layout);
-  const days = [...new Set([...local, ...[...phases.keys()].filter((d) => inRange(d, q))])].sort();
+  const states = await readDayStates(layout.daysIndex);
+  const recorded = [...states.keys()].filter((d) => isDay(d) && inRange(d, q));
+  const days = [...new Set([...local, ...recorded])].sort();
   const out: DaySource[] = [];
   for (const day of days) {
     const dir = layout.tableDir(day, q.table);
-    if (local.has(day) && (await isDirectory(dir))) {
-      out.push({ day, storage: 'local', dir });
-      continue;
-    }
-    // No local copy: with 'auto' a shipped day is read remotely; 'local' reads only local tables.
-    if (q.storage === 'auto' && SHIPPED_PHASES.has(phases.get(day) ?? '') && !local.has(day)) {
-      requireS3Config();
-      throw new StorageUnavailableError(
-        `day ${day} is stored only in object storage (phase ${phases.get(day)}); reading tables from object storage is not available yet`,
+    const localCopy = local.has(day) && (await isDirectory(dir));
+    const shipped = REMOTE_PHASES.has(states.get(day)?.phase ?? '');
+    if (q.storage === 'auto' && shipped && (s3.settings !== null || !localCopy)) {
+      const settings = requireS3(
+        s3,
+        `day ${day} is read from object storage (phase ${states.get(day)!.phase})`,
       );
+      out.push({ day, storage: 's3', dir: `${settings.dayKey(layout.instanceId, day)}${q.table}/` });
+    } else if (localCopy) {
+      out.push({ day, storage: 'local', dir });
     }
   }
   return out;
@@ -211,7 +223,10 @@ async function snapshotOf(dir: string): Promise<Snapshot | null> {
  */
 export async function listTableFiles(dir: string, filters: readonly RowFilter[] = []): Promise<FileEntry[]> {
   const snapshot = await snapshotOf(dir);
-  if (snapshot === null) return [];
+  return snapshot === null ? [] : entriesOf(snapshot, filters);
+}
+
+function entriesOf(snapshot: Snapshot, filters: readonly RowFilter[]): FileEntry[] {
   const out: FileEntry[] = [];
   for (const f of snapshot.files) {
     if (!mayMatch(f.stats, filters)) continue;
@@ -225,10 +240,47 @@ export async function listTableFiles(dir: string, filters: readonly RowFilter[] 
   return out;
 }
 
-/** Every live file the query may need, over all days of its range. */
-export async function resolveFiles(layout: InstanceLayout, q: NormalizedQuery): Promise<FileEntry[]> {
-  const days = await resolveDays(layout, q);
-  const perDay = await Promise.all(days.map((d) => listTableFiles(d.dir!, q.filters)));
+/** Shipped tables' snapshots by key: a shipped day does not change, its log is listed per query. */
+const remoteSnapshots = new Map<string, Snapshot>();
+
+/** Live files of a shipped table (its key in object storage) minus those the filters rule out. */
+async function listRemoteTableFiles(
+  store: ObjectStore,
+  key: string,
+  filters: readonly RowFilter[],
+): Promise<FileEntry[]> {
+  const log = store.logStore(key);
+  const listing = (await log.names()).sort().join('/');
+  if (listing === '') return [];
+  let snapshot = remoteSnapshots.get(key);
+  if (!snapshot || snapshot.logListing !== listing) {
+    const s = await readSnapshot(log);
+    const uri = (path: string) => store.settings.uri(`${key}${decodeURIComponent(path)}`);
+    snapshot = {
+      logListing: listing,
+      files: s.files.map((f) => ({ path: uri(f.path), numRecords: f.numRecords, stats: f.stats })),
+    };
+    remoteSnapshots.delete(key);
+    remoteSnapshots.set(key, snapshot);
+    if (remoteSnapshots.size > MAX_SNAPSHOTS) remoteSnapshots.delete(remoteSnapshots.keys().next().value!);
+  }
+  return entriesOf(snapshot, filters);
+}
+
+/** Every live file the query may need, over all days of its range (local paths or s3:// URIs). */
+export async function resolveFiles(
+  layout: InstanceLayout,
+  q: NormalizedQuery,
+  s3: ResolvedS3 = resolveS3(),
+): Promise<FileEntry[]> {
+  const days = await resolveDays(layout, q, s3);
+  const perDay = await Promise.all(
+    days.map((d) =>
+      d.storage === 'local'
+        ? listTableFiles(d.dir, q.filters)
+        : listRemoteTableFiles(objectStoreFor(s3.settings!), d.dir, q.filters),
+    ),
+  );
   return perDay.flat();
 }
 

@@ -6,11 +6,12 @@ import { availableParallelism } from 'node:os';
 import type { LazyDataFrame } from 'nodejs-polars';
 import type { Row, TableName } from '../schema/tables.ts';
 import type { InstanceLayout } from '../storage/layout.ts';
+import { type ResolvedS3, resolveS3 } from '../storage/s3-config.ts';
 import { siblingModule, WorkerPool } from '../storage/worker-pool.ts';
 import { rowsFromIpc } from './arrow-rows.ts';
 import { type FileEntry, pruneForNewest, resolveFiles } from './files.ts';
 import { type NormalizedQuery, normalizeQuery, type ReadQuery } from './filters.ts';
-import type { QueryResult, QueryTask } from './query-worker.ts';
+import type { CountTask, QueryResult, QueryTask } from './query-worker.ts';
 
 export type { FileEntry } from './files.ts';
 export { StorageUnavailableError } from './files.ts';
@@ -21,6 +22,8 @@ export { isoFromMicros, type JsonValue, rowToJson } from './json.ts';
 export interface ReadOptions {
   /** 'objects' (default): plain rows; 'lazy': a polars LazyDataFrame the caller collects. */
   returnAs?: 'objects' | 'lazy';
+  /** Object-storage settings for shipped days; default: the environment's. */
+  s3?: ResolvedS3;
 }
 
 /** Query workers are replaced after this many queries: native memory of polars stays bounded. */
@@ -61,9 +64,21 @@ export const readHooks: {
   firstRoundRows?: number;
 } = {};
 
-async function runInWorker(q: NormalizedQuery, files: FileEntry[]): Promise<Row[]> {
+/** polars' options for the s3:// files among `files`, if any. */
+function cloudOptionsFor(files: readonly FileEntry[], s3: ResolvedS3): Record<string, string> | undefined {
+  return s3.settings && files.some((f) => f.path.startsWith('s3://'))
+    ? s3.settings.polarsCloudOptions()
+    : undefined;
+}
+
+async function runInWorker(q: NormalizedQuery, files: FileEntry[], s3: ResolvedS3): Promise<Row[]> {
   await readHooks.afterListing?.(files);
-  const task: QueryTask = { query: q, files, firstRoundRows: readHooks.firstRoundRows };
+  const task: QueryTask = {
+    query: q,
+    files,
+    firstRoundRows: readHooks.firstRoundRows,
+    cloudOptions: cloudOptionsFor(files, s3),
+  };
   const result = await queryPool().run<QueryResult>('query', task);
   return rowsFromIpc(result.ipc);
 }
@@ -104,21 +119,33 @@ export async function readTable(
   if (returnAs !== 'objects' && returnAs !== 'lazy')
     throw new TypeError(`invalid returnAs ${JSON.stringify(returnAs)}: one of objects, lazy`);
   const q = normalizeQuery(table, query);
+  const s3 = opts.s3 ?? resolveS3();
 
   if (returnAs === 'lazy') {
-    let files = await resolveFiles(layout, q);
+    let files = await resolveFiles(layout, q, s3);
     if (q.maxRows !== null && q.filters.length === 0) files = pruneForNewest(files, q.maxRows);
     const { buildLazy } = await import('./scan.ts');
-    return buildLazy(q, files);
+    return buildLazy(q, files, cloudOptionsFor(files, s3));
   }
 
-  // A file vacuumed or compacted away between listing and scanning: list again and retry.
+  // A file vacuumed or compacted away between listing and scanning (or a day cleaned after it
+  // was verified remotely): list again and retry.
   for (let attempt = 1; ; attempt++) {
     try {
-      return await runInWorker(q, await resolveFiles(layout, q));
+      return await runInWorker(q, await resolveFiles(layout, q, s3), s3);
     } catch (err) {
       if (attempt >= MAX_ATTEMPTS || !isVanishedFile(err)) throw err;
       await new Promise((r) => setTimeout(r, 5 * attempt));
     }
   }
+}
+
+/** Rows in the files of a table, counted by reading them (local paths or s3:// URIs). */
+export async function countRows(
+  table: TableName,
+  paths: string[],
+  cloudOptions?: Record<string, string>,
+): Promise<number> {
+  const task: CountTask = { table, paths, cloudOptions };
+  return queryPool().run<number>('count', task);
 }

@@ -38,7 +38,11 @@ function tableSchema(table: TableName): Record<string, DataType> {
  * One lazy frame over the files, every column of the table schema present with its type: a file
  * written before a column existed gets nulls, and a narrower integer type is widened.
  */
-export function scanFiles(table: TableName, paths: readonly string[]): LazyDataFrame {
+export function scanFiles(
+  table: TableName,
+  paths: readonly string[],
+  cloudOptions?: Record<string, string>,
+): LazyDataFrame {
   const schema = tableSchema(table);
   if (paths.length === 0) return emptyFrame(table).lazy();
   const scans = paths.map((p) =>
@@ -47,6 +51,8 @@ export function scanFiles(table: TableName, paths: readonly string[]): LazyDataF
       missingColumns: 'insert',
       extraColumns: 'ignore',
       castOptions: { integerCast: 'upcast' },
+      // s3:// files: every value a string (see S3Settings.polarsCloudOptions).
+      ...(cloudOptions && p.startsWith('s3://') ? { cloudOptions } : {}),
     }),
   );
   return scans.length === 1 ? scans[0]! : pl.concat(scans, { how: 'vertical' });
@@ -85,11 +91,16 @@ function applyQuery(lf: LazyDataFrame, q: NormalizedQuery, columns: readonly str
 }
 
 /** The query as one lazy frame over the given files (the caller collects it). */
-export function buildLazy(q: NormalizedQuery, files: readonly FileEntry[]): LazyDataFrame {
+export function buildLazy(
+  q: NormalizedQuery,
+  files: readonly FileEntry[],
+  cloudOptions?: Record<string, string>,
+): LazyDataFrame {
   return applyQuery(
     scanFiles(
       q.table,
       files.map((f) => f.path),
+      cloudOptions,
     ),
     q,
     q.select,
@@ -109,10 +120,11 @@ export function runQuery(
   q: NormalizedQuery,
   files: readonly FileEntry[],
   firstRoundRows = FIRST_ROUND_ROWS,
+  cloudOptions?: Record<string, string>,
 ): DataFrame {
   if (files.length === 0) return emptyFrame(q.table).select(...q.select);
   const maxRows = q.maxRows;
-  if (maxRows === null) return buildLazy(q, files).collectSync();
+  if (maxRows === null) return buildLazy(q, files, cloudOptions).collectSync();
 
   const keep = q.select.includes('event_ts') ? q.select : [...q.select, 'event_ts'];
   const ordered = [...files].sort(newestFirst);
@@ -134,7 +146,7 @@ export function runQuery(
       i++;
     }
     if (round.length === 0) break;
-    const part = applyQuery(scanFiles(q.table, round), q, keep).collectSync();
+    const part = applyQuery(scanFiles(q.table, round, cloudOptions), q, keep).collectSync();
     result =
       result === null
         ? part
