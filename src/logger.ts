@@ -16,7 +16,13 @@ import {
   type ValidationSettings,
   validationSettings,
 } from './schema/validate.ts';
-import { type ShipProgress, Shipper, type ShipperStats, type ShipSummary } from './shipping/shipper.ts';
+import {
+  type ShipProgress,
+  Shipper,
+  type ShipperStats,
+  type ShipperTiming,
+  type ShipSummary,
+} from './shipping/shipper.ts';
 import { appendDayPhase, readDayPhases } from './storage/days-index.ts';
 import { DEFAULT_DIR, DEFAULT_INSTANCE_ID, InstanceLayout } from './storage/layout.ts';
 import {
@@ -43,8 +49,11 @@ export interface LoggerInit {
    * `install_signal_handlers` is on (the server installs its own, which stop this logger).
    */
   handleSignals?: boolean;
-  /** Retry delays of failed shipping steps (default: 5 s doubling up to 15 min, with jitter). */
-  shipperBackoff?: { baseMs: number; maxMs: number };
+  /**
+   * Shipping's timing: how often finished days are looked for (default 30 s) and the retry
+   * delays of failed steps (default 5 s doubling up to 15 min, with jitter).
+   */
+  shipperTiming?: ShipperTiming;
 }
 
 export type IngestTuple = [ok: boolean, reason: string | null];
@@ -381,7 +390,7 @@ export class Logger {
       today: () => this.producer!.today(),
       whenDayLanded: (day) => this.whenDayLanded(day),
       releaseDay: (day) => this.releaseDay(day),
-      ...(this.init.shipperBackoff ? { backoff: this.init.shipperBackoff } : {}),
+      ...(this.init.shipperTiming ? { timing: this.init.shipperTiming } : {}),
     });
   }
 

@@ -12,7 +12,7 @@ import { readDayStates } from '../storage/days-index.ts';
 import type { InstanceLayout } from '../storage/layout.ts';
 import { validateDay } from '../storage/layout.ts';
 import { ObjectStore } from '../storage/object-store.ts';
-import { type ResolvedS3, resolveS3, type S3Settings, s3Problem } from '../storage/s3-config.ts';
+import { describeMissingS3, type ResolvedS3, resolveS3, type S3Settings } from '../storage/s3-config.ts';
 import type { NormalizedQuery, RowFilter } from './filters.ts';
 
 /** One live Parquet file of a table. */
@@ -81,10 +81,10 @@ function inRange(day: string, q: NormalizedQuery): boolean {
 }
 
 /** The object-storage settings, or a refusal naming what is missing. */
-function requireS3(s3: ResolvedS3, why: string): S3Settings {
-  const problem = s3Problem(s3);
-  if (problem !== null) throw new StorageUnavailableError(`${why}, but ${problem}`, s3.missing);
-  return s3.settings!;
+function requireS3(s3: ResolvedS3, what: string): S3Settings {
+  if (s3.settings) return s3.settings;
+  const why = s3.invalid ?? `missing: ${describeMissingS3(s3.missing)}`;
+  throw new StorageUnavailableError(`${what} needs the object-storage configuration; ${why}`, s3.missing);
 }
 
 /** One client per settings object (the Logger's lives as long as the Logger). */
@@ -110,7 +110,7 @@ export async function resolveDays(
   s3: ResolvedS3 = resolveS3(),
 ): Promise<DaySource[]> {
   if (q.storage === 's3') {
-    const settings = requireS3(s3, "storage 's3' reads object storage");
+    const settings = requireS3(s3, "storage 's3'");
     const remoteDays = await objectStoreFor(settings).folders(settings.daysKey(layout.instanceId));
     return remoteDays
       .filter((d) => isDay(d) && inRange(d, q))

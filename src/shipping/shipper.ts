@@ -6,7 +6,7 @@
 // verification mismatch uploads again, never cleans.
 //
 // Automatic runs (shipper_enabled and a complete S3 configuration) check for finished days at
-// start (resume) and every CHECK_MS (the UTC rollover); `shipNow(day)` runs one day by hand.
+// start (resume) and every 30 s (the UTC rollover); `shipNow(day)` runs one day by hand.
 
 import { open, readdir, readFile, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -30,8 +30,6 @@ import {
   verifyDay,
 } from './phases.ts';
 
-/** How often automatic shipping looks for finished days (and so how soon after midnight it starts). */
-const CHECK_MS = 30_000;
 /** Upload-and-verify rounds in one run before a mismatch is left to the next retry. */
 const VERIFY_ROUNDS = 2;
 
@@ -96,9 +94,19 @@ export interface ShipperInit {
   whenDayLanded: (day: string) => Promise<void>;
   /** Lets go of the day's open tables (before the seal and before the clean). */
   releaseDay: (day: string) => Promise<void>;
-  /** Retry delays: the first failure waits about baseMs, each next one twice as long, at most maxMs. */
-  backoff?: { baseMs: number; maxMs: number };
+  /** Timing (tests shorten it). */
+  timing?: ShipperTiming;
 }
+
+export interface ShipperTiming {
+  /** How often automatic shipping looks for finished days (default 30 s). */
+  checkMs: number;
+  /** Retry delays: the first failure waits about baseMs, each next one twice as long, at most maxMs. */
+  baseMs: number;
+  maxMs: number;
+}
+
+const DEFAULT_TIMING: ShipperTiming = { checkMs: 30_000, baseMs: 5_000, maxMs: 15 * 60_000 };
 
 /** Test seam: runs after each phase line is recorded (e.g. to kill the process there). */
 export const shipperHooks: { afterPhase?: (day: string, phase: DayProgress) => Promise<void> | void } = {};
@@ -131,7 +139,7 @@ function processAlive(pid: number): boolean {
 export class Shipper {
   private readonly init: ShipperInit;
   private readonly store: ObjectStore | null;
-  private readonly backoff: { baseMs: number; maxMs: number };
+  private readonly timing: ShipperTiming;
   private chain: Promise<unknown> = Promise.resolve();
   private readonly abort = new AbortController();
   private stopped = false;
@@ -146,7 +154,7 @@ export class Shipper {
   constructor(init: ShipperInit) {
     this.init = init;
     this.store = init.s3.settings ? new ObjectStore(init.s3.settings) : null;
-    this.backoff = init.backoff ?? { baseMs: 5_000, maxMs: 15 * 60_000 };
+    this.timing = init.timing ?? DEFAULT_TIMING;
   }
 
   get configured(): boolean {
@@ -194,7 +202,7 @@ export class Shipper {
       this.recordError('-', 'scan', err);
     } finally {
       const retries = [...this.retryAt.values()].filter((t) => t > Date.now());
-      this.schedule(Math.max(0, Math.min(CHECK_MS, ...retries.map((t) => t - Date.now()))));
+      this.schedule(Math.max(0, Math.min(this.timing.checkMs, ...retries.map((t) => t - Date.now()))));
     }
   }
 
@@ -322,7 +330,7 @@ export class Shipper {
         const message = await this.recordFailure(day, step, err);
         summary.error = { step, message };
         const failures = ((await readDayStates(layout.daysIndex)).get(day)?.failures ?? 1) - 1;
-        const delay = Math.min(this.backoff.maxMs, this.backoff.baseMs * 2 ** Math.min(failures, 30));
+        const delay = Math.min(this.timing.maxMs, this.timing.baseMs * 2 ** Math.min(failures, 30));
         this.retryAt.set(day, Date.now() + delay * (0.5 + Math.random() / 2));
       }
     } finally {

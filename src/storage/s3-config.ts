@@ -94,11 +94,15 @@ export class S3Settings {
     return o;
   }
 
-  /** `text` with the secret and the session token replaced (for error messages from elsewhere). */
+  /**
+   * `text` with the secret and the session token replaced: a defence for messages of libraries,
+   * as otelake's own never contain them. Values too short to be real secrets are left alone (they
+   * would blank out ordinary words).
+   */
   redact(text: string): string {
     let out = text;
     for (const secret of [this.#secretAccessKey, this.#sessionToken]) {
-      if (secret) out = out.split(secret).join('<redacted>');
+      if (secret && secret.length >= 8) out = out.split(secret).join('<redacted>');
     }
     return out;
   }

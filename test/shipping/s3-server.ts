@@ -50,8 +50,11 @@ export async function startS3Server(
   opts: { port?: number; dataDir?: string; prefix?: string } = {},
 ): Promise<S3Server> {
   const dataDir = opts.dataDir ?? (await mkdtemp(join(tmpdir(), 'otelake-s3-')));
+  const env = { ...process.env };
+  delete env['NODE_TEST_CONTEXT']; // a plain script, not a test file of the runner
   const child: ChildProcess = spawn(process.execPath, [SCRIPT, String(opts.port ?? 0), dataDir], {
     stdio: ['ignore', 'pipe', 'inherit'],
+    env,
   });
   const endpoint = await new Promise<string>((resolve, reject) => {
     let buf = '';
