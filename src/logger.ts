@@ -49,6 +49,8 @@ export interface LoggerInit {
    * `install_signal_handlers` is on (the server installs its own, which stop this logger).
    */
   handleSignals?: boolean;
+  /** Runtime override, not persisted: false ships only through shipNow (`otelake ship`). */
+  autoShip?: boolean;
   /**
    * Shipping's timing: how often finished days are looked for (default 30 s) and the retry
    * delays of failed steps (default 5 s doubling up to 15 min, with jitter).
@@ -385,7 +387,7 @@ export class Logger {
     return new Shipper({
       layout: this.layout,
       s3: this.s3,
-      enabled: opts.shipper_enabled,
+      enabled: opts.shipper_enabled && this.init.autoShip !== false,
       deltaOptions: deltaOptions(opts.storage_config),
       today: () => this.producer!.today(),
       whenDayLanded: (day) => this.whenDayLanded(day),

@@ -41,6 +41,10 @@ export interface StatusFlags {
   port: number;
   timeout: number;
 }
+export interface ShipFlags extends InstanceFlags {
+  day?: string;
+  all: boolean;
+}
 export interface ViewFlags extends InstanceFlags {
   storage: Storage;
   rows: number;
@@ -114,6 +118,12 @@ export function buildProgram(): Command {
     .option('--date-from <YYYY-MM-DD>', 'first UTC day to read, inclusive', parseDay)
     .option('--date-to <YYYY-MM-DD>', 'last UTC day to read, inclusive', parseDay)
     .action(async (flags: ViewFlags) => (await import('./view.ts')).viewCommand(flags));
+
+  instanceOptions(program.command('ship'), 'to ship')
+    .description('seal, upload to S3, verify and clean finished days now (the server must not be running)')
+    .option('--day <YYYY-MM-DD>', 'the finished UTC day to ship', parseDay)
+    .option('--all', 'every finished day not shipped yet, oldest first', false)
+    .action(async (flags: ShipFlags) => (await import('./ship.ts')).shipCommand(flags));
 
   return program;
 }

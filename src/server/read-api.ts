@@ -6,6 +6,7 @@ import type { Logger } from '../index.ts';
 import { type ReadQuery, rowToJson, StorageUnavailableError, validateQuery } from '../read/index.ts';
 import type { TableName } from '../schema/tables.ts';
 import { validateDay } from '../storage/layout.ts';
+import { ObjectStoreError } from '../storage/object-store.ts';
 import { OPENAPI_DOCUMENT, READ_ROUTES } from './openapi.ts';
 
 const DEFAULT_LIMIT = 100;
@@ -160,6 +161,8 @@ export function registerReadRoutes(app: FastifyInstance, logger: Logger): void {
           return sendError(reply, 400, err.message, { parameter: 'storage' });
         }
         if (err instanceof TypeError) return sendError(reply, 400, toHttpNames(err.message));
+        // Object storage unreachable or refusing: the failure is upstream, not this request's.
+        if (err instanceof ObjectStoreError) return sendError(reply, 502, err.message);
         throw err;
       }
       const out = new Array(rows.length);
