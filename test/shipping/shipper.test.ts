@@ -8,6 +8,7 @@ import { DeleteObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { closeDeltaWorkers } from '../../src/delta/table.ts';
 import { type Row, ShipError, TABLE_NAMES } from '../../src/index.ts';
 import { closeReadWorkers } from '../../src/read/query.ts';
+import { buildServer } from '../../src/server/app.ts';
 import { shipperHooks } from '../../src/shipping/shipper.ts';
 import { ObjectStore } from '../../src/storage/object-store.ts';
 import { resolveS3 } from '../../src/storage/s3-config.ts';
@@ -72,6 +73,21 @@ describe('shipping a finished day', () => {
       for (const [i, q] of QUERIES.entries()) {
         assert.equal(J(await logger.readLogs({ ...q, storage: 's3' })), J(localRows[i]!), `s3 ${i}`);
         assert.equal(J(await logger.readLogs({ ...q, storage: 'auto' })), J(localRows[i]!), `auto ${i}`);
+      }
+      // And over HTTP: /api/logs answers the same for either source.
+      const app = await buildServer(logger, { proto: null });
+      try {
+        const get = async (storage: string) =>
+          (await app.inject(`/api/logs?severity_ge=17&body_like=boom&limit=7&storage=${storage}`)).json();
+        const local = await get('local');
+        assert.equal(local.count, 7);
+        assert.deepEqual(await get('s3'), local);
+        const health = (await app.inject('/healthz')).json();
+        assert.equal(health.shipper.state, 'shipping');
+        assert.equal(health.shipper.day, DAY);
+        assert.doesNotMatch(JSON.stringify(health), new RegExp(TEST_S3.secretAccessKey));
+      } finally {
+        await app.close();
       }
     };
     let progressCalls = 0;
