@@ -10,7 +10,7 @@ import { compareCodePoints, type FileStats } from '../delta/stats.ts';
 import { DeltaTable, listLog, readSnapshot } from '../delta/table.ts';
 import { readDayStates } from '../storage/days-index.ts';
 import type { InstanceLayout } from '../storage/layout.ts';
-import { validateDay } from '../storage/layout.ts';
+import { isDay } from '../storage/layout.ts';
 import { ObjectStore } from '../storage/object-store.ts';
 import { describeMissingS3, type ResolvedS3, resolveS3, type S3Settings } from '../storage/s3-config.ts';
 import type { NormalizedQuery, RowFilter } from './filters.ts';
@@ -41,15 +41,6 @@ export class StorageUnavailableError extends TypeError {
 
 /** Phases after which a day is read from object storage by `auto`. */
 const REMOTE_PHASES = new Set(['verified', 'cleaned']);
-
-function isDay(name: string): boolean {
-  try {
-    validateDay(name);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 async function listLocalDays(layout: InstanceLayout): Promise<string[]> {
   try {

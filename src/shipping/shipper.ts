@@ -18,7 +18,7 @@ import {
   readDayStates,
   type TablePhaseStats,
 } from '../storage/days-index.ts';
-import { type InstanceLayout, validateDay } from '../storage/layout.ts';
+import { type InstanceLayout, isDay, validateDay } from '../storage/layout.ts';
 import { ObjectStore } from '../storage/object-store.ts';
 import { type ResolvedS3, s3Problem } from '../storage/s3-config.ts';
 import {
@@ -117,15 +117,6 @@ const STEP_OF: Record<Exclude<DayProgress, 'cleaned'>, ShipStep> = {
   uploaded: 'verify',
   verified: 'clean',
 };
-
-function isDay(name: string): boolean {
-  try {
-    validateDay(name);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 function processAlive(pid: number): boolean {
   try {
@@ -336,6 +327,7 @@ export class Shipper {
     } finally {
       this.current = null;
       await releaseLock();
+      await this.pendingDays().catch(() => {}); // days_pending of stats()
     }
     return summary;
   }

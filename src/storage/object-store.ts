@@ -120,9 +120,12 @@ export class ObjectStore {
     }
   }
 
-  /** Every object under `prefix`: key (relative to the prefix) -> size in bytes. */
-  async list(prefix: string, signal?: AbortSignal): Promise<Map<string, number>> {
-    const out = new Map<string, number>();
+  /** The pages of a listing of `prefix` (with `delimiter`: grouped into common prefixes). */
+  private async *pages(
+    prefix: string,
+    delimiter?: string,
+    signal?: AbortSignal,
+  ): AsyncGenerator<ListObjectsV2CommandOutput> {
     let token: string | undefined;
     do {
       const page: ListObjectsV2CommandOutput = await this.call(`list ${this.settings.uri(prefix)}`, () =>
@@ -130,39 +133,36 @@ export class ObjectStore {
           new ListObjectsV2Command({
             Bucket: this.settings.bucket,
             Prefix: prefix,
+            Delimiter: delimiter,
             ContinuationToken: token,
           }),
           { abortSignal: signal },
         ),
       );
+      yield page;
+      token = page.IsTruncated ? page.NextContinuationToken : undefined;
+    } while (token);
+  }
+
+  /** Every object under `prefix`: key (relative to the prefix) -> size in bytes. */
+  async list(prefix: string, signal?: AbortSignal): Promise<Map<string, number>> {
+    const out = new Map<string, number>();
+    for await (const page of this.pages(prefix, undefined, signal)) {
       for (const o of page.Contents ?? []) {
         if (o.Key !== undefined) out.set(o.Key.slice(prefix.length), o.Size ?? 0);
       }
-      token = page.IsTruncated ? page.NextContinuationToken : undefined;
-    } while (token);
+    }
     return out;
   }
 
   /** Names of the "folders" directly under `prefix` (keys sharing a next path segment). */
   async folders(prefix: string): Promise<string[]> {
     const out: string[] = [];
-    let token: string | undefined;
-    do {
-      const page: ListObjectsV2CommandOutput = await this.call(`list ${this.settings.uri(prefix)}`, () =>
-        this.client.send(
-          new ListObjectsV2Command({
-            Bucket: this.settings.bucket,
-            Prefix: prefix,
-            Delimiter: '/',
-            ContinuationToken: token,
-          }),
-        ),
-      );
+    for await (const page of this.pages(prefix, '/')) {
       for (const p of page.CommonPrefixes ?? []) {
         if (p.Prefix) out.push(p.Prefix.slice(prefix.length).replace(/\/$/, ''));
       }
-      token = page.IsTruncated ? page.NextContinuationToken : undefined;
-    } while (token);
+    }
     return out;
   }
 

@@ -134,6 +134,7 @@ describe('shipping a finished day', () => {
       assert.equal(J(await logger.readLogs(q)), J(localRows[i]!), `after clean, auto ${i}`);
     }
     assert.deepEqual(await logger.readLogs({ storage: 'local', dateTo: DAY }), []);
+
     const lazy = await logger.readLogs({ severityGe: 17, returnAs: 'lazy' });
     assert.equal((await lazy.collect()).height, 60);
 
@@ -146,6 +147,31 @@ describe('shipping a finished day', () => {
     // Today keeps working.
     await ingestDay(logger, 3, NEXT_DAY);
     assert.equal((await logger.readLogs({ dateFrom: NEXT_DAY })).length, 3);
+    await logger.stop();
+  });
+
+  test('a shipped day is read in place: a query fetches the columns it needs, not the day', async () => {
+    const clock = fakeClock();
+    const logger = await openLogger({
+      instanceDir: dir,
+      instanceId: 'inplace',
+      clock: clock.fn,
+      s3: s3Of(server.env),
+    });
+    await ingestDay(logger, 20_000);
+    clock.now = NEXT_DAY_MS;
+    const summary = await logger.shipNow(DAY);
+    assert.equal(summary.status, 'cleaned');
+    const first = await logger.readLogs({ maxRows: 3, storage: 's3' }); // the table's snapshot is loaded
+    await server.resetStats();
+    const few = await logger.readLogs({ select: ['severity_number'], maxRows: 3, storage: 's3' });
+    assert.deepEqual(
+      few,
+      first.map((r) => ({ severity_number: r['severity_number'] })),
+    );
+    const fetched = (await server.stats()).bytesServed;
+    const size = summary.tables['logs']!.bytes!;
+    assert.ok(fetched > 0 && fetched < size / 2, `${fetched} of ${size} bytes fetched`);
     await logger.stop();
   });
 
