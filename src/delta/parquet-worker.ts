@@ -1,7 +1,8 @@
 // Worker thread of the Delta engine: writes data files with polars (synchronous API, so a native
 // panic is a catchable error) and checkpoints with parquet-wasm, off the main event loop.
 
-import { open, rename, stat, unlink } from 'node:fs/promises';
+import { open, rename, stat, statfs, unlink } from 'node:fs/promises';
+import { dirname } from 'node:path';
 import pl from 'nodejs-polars';
 import type { ColumnDef, TableSchema } from '../schema/tables.ts';
 import { exposeGc, ReturnedInput, serveTasks } from '../storage/worker-pool.ts';
@@ -55,6 +56,16 @@ function sink(frame: pl.LazyDataFrame, path: string, zstdLevel: number, rowGroup
       rowGroupSize,
     })
     .collectSync();
+}
+
+/**
+ * Polars reports a write that ran out of room as a Parquet error ("Invalid thrift: transport
+ * error"), not as ENOSPC: say so when the file system is (nearly) full, for the operator.
+ */
+async function fullDiskNote(path: string): Promise<string> {
+  const fs = await statfs(dirname(path)).catch(() => null);
+  if (!fs || fs.bavail * fs.bsize >= 1024 * 1024) return '';
+  return ` (no space left on device: ${fs.bavail * fs.bsize} bytes free)`;
 }
 
 async function fsyncFile(path: string): Promise<void> {
@@ -112,7 +123,8 @@ serveTasks({
       return written;
     } catch (err) {
       // The batch came by transfer: hand its parts back so that the write can be retried.
-      throw new ReturnedInput((err as Error).message, task.batch, transferables(task.batch));
+      const message = (err as Error).message + (await fullDiskNote(task.path));
+      throw new ReturnedInput(message, task.batch, transferables(task.batch));
     }
   },
 

@@ -7,6 +7,9 @@ import type { DeltaOptions } from '../delta/table.ts';
 import { readTextIfExists } from './files.ts';
 
 export type DropPolicy = 'block' | 'drop_newest' | 'drop_oldest';
+/** "wal": rows are durable in the write-ahead log before they are acknowledged; "memory": not. */
+export type Durability = 'wal' | 'memory';
+export const DURABILITIES: readonly Durability[] = ['wal', 'memory'];
 export const DROP_POLICIES: readonly DropPolicy[] = ['block', 'drop_newest', 'drop_oldest'];
 
 export interface ProducerConfig {
@@ -69,6 +72,7 @@ export interface ServerConfig {
 }
 
 export interface LoggerOptions {
+  durability: Durability;
   auto_start: boolean;
   install_signal_handlers: boolean;
   atexit_hook: boolean;
@@ -86,6 +90,7 @@ export type PartialOptions = Partial<{
 
 export function defaultOptions(): LoggerOptions {
   return {
+    durability: 'wal',
     auto_start: true,
     install_signal_handlers: true,
     atexit_hook: true,
@@ -156,6 +161,7 @@ function check(cond: boolean, message: string): void {
 const isPosInt = (v: unknown): boolean => Number.isSafeInteger(v) && (v as number) > 0;
 
 export function validateOptions(o: LoggerOptions): void {
+  check(DURABILITIES.includes(o.durability), `durability: expected one of ${DURABILITIES.join(', ')}`);
   for (const k of ['auto_start', 'install_signal_handlers', 'atexit_hook', 'shipper_enabled'] as const) {
     check(typeof o[k] === 'boolean', `${k}: expected a boolean`);
   }

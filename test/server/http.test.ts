@@ -630,6 +630,50 @@ describe('backpressure', () => {
       await s.close();
     }
   });
+  test('a trace request is admitted whole: a 503 leaves none of its spans, events or links stored', async () => {
+    // A queue of 10 rows that the aggregator drains meanwhile; each request feeds three tables.
+    const s = await startServer({ producer_config: { max_queue_size: 10, block_timeout_s: 0 } });
+    try {
+      const hex = (n: number, len: number) => n.toString(16).padStart(len, '0');
+      const request = (r: number) =>
+        JSON.stringify({
+          resourceSpans: [
+            {
+              scopeSpans: [
+                {
+                  spans: Array.from({ length: 3 }, (_, i) => ({
+                    traceId: hex(r + 1, 32),
+                    spanId: hex(r * 10 + i + 1, 16),
+                    name: `s${i}`,
+                    startTimeUnixNano: '1763700000000000000',
+                    events: [{ timeUnixNano: '1763700000000000001', name: 'e' }],
+                    links: [{ traceId: hex(999_999, 32), spanId: hex(1, 16) }],
+                  })),
+                },
+              ],
+            },
+          ],
+        });
+      const replies = await Promise.all(
+        Array.from({ length: 200 }, (_, r) => post(`${s.url}/v1/traces`, request(r))),
+      );
+      const ok = replies.flatMap((x, r) => (x.status === 200 ? [hex(r + 1, 32)] : []));
+      assert.ok(replies.every((x) => x.status === 200 || x.status === 503));
+      assert.ok(ok.length > 0 && ok.length < 200, `${ok.length} of 200 admitted`);
+      await waitWritten(s.url, ok.length * 9);
+      for (const table of ['spans', 'span_events', 'span_links']) {
+        const { body } = await getJson(`${s.url}/api/${table}?limit=10000&select=trace_id`);
+        const traces = body.rows.map((row: Json) => row.trace_id as string).sort();
+        assert.deepEqual(
+          traces,
+          ok.flatMap((t) => [t, t, t]).sort(),
+          `${table}: three rows of each admitted request`,
+        );
+      }
+    } finally {
+      await s.close();
+    }
+  });
 });
 
 describe('/healthz, /api parameters and the OpenAPI document', () => {
