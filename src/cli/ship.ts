@@ -37,7 +37,7 @@ function lineReporter(out: NodeJS.WritableStream): (p: ShipProgress) => void {
 async function barReporter(): Promise<{ report: (p: ShipProgress) => void; stop: () => void }> {
   const { SingleBar } = await import('cli-progress');
   const bar = new SingleBar({
-    format: '{day} {step} [{bar}] {percentage}% | {done} of {total} | {filesDone}/{filesTotal} files',
+    format: '{day} {step} [{bar}] {percentage}% {detail}',
     hideCursor: true,
     clearOnComplete: false,
     stream: process.stdout,
@@ -45,21 +45,21 @@ async function barReporter(): Promise<{ report: (p: ShipProgress) => void; stop:
   let started = false;
   return {
     report: (p) => {
+      const upload = p.step === 'upload';
       const payload = {
         day: p.day,
         step: p.step.padEnd(6),
-        done: bytes(p.bytesDone),
-        total: bytes(p.bytesTotal),
-        filesDone: p.filesDone,
-        filesTotal: p.filesTotal,
+        detail: upload
+          ? `| ${bytes(p.bytesDone)} of ${bytes(p.bytesTotal)} | ${p.filesDone}/${p.filesTotal} files`
+          : '',
       };
       const total = Math.max(1, p.bytesTotal);
       if (!started) {
-        bar.start(total, p.bytesDone, payload);
+        bar.start(total, 0, payload);
         started = true;
       }
       bar.setTotal(total);
-      bar.update(p.step === 'upload' ? p.bytesDone : p.step === 'seal' ? 0 : total, payload);
+      bar.update(upload ? p.bytesDone : p.step === 'seal' ? 0 : total, payload);
     },
     stop: () => {
       if (started) bar.stop();
