@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { DeleteObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { closeDeltaWorkers } from '../../src/delta/table.ts';
-import { type Row, ShipError, TABLE_NAMES } from '../../src/index.ts';
+import { type LoggerInit, type Row, ShipError, TABLE_NAMES } from '../../src/index.ts';
 import { closeReadWorkers } from '../../src/read/query.ts';
 import { buildServer } from '../../src/server/app.ts';
 import { shipperHooks } from '../../src/shipping/shipper.ts';
@@ -42,6 +42,15 @@ after(async () => {
   await server?.stop({ removeData: true });
   await rm(dir, { recursive: true, force: true });
 });
+
+/** A logger of `instance` holding `rows` rows of DAY, its clock past the following midnight. */
+async function finishedDay(instance: string, rows: number, init: Partial<LoggerInit>) {
+  const clock = fakeClock();
+  const logger = await openLogger({ instanceDir: dir, instanceId: instance, clock: clock.fn, ...init });
+  await ingestDay(logger, rows);
+  clock.now = NEXT_DAY_MS;
+  return { logger, clock, index: join(dir, instance, 'index', 'days.jsonl') };
+}
 
 const J = (rows: Row[]) => JSON.stringify(rows, (_k, v) => (typeof v === 'bigint' ? `${v}n` : v));
 
@@ -103,6 +112,7 @@ describe('shipping a finished day', () => {
     assert.ok(summary.uploaded.files >= 6 * 3 && summary.uploaded.bytes > 0);
 
     const index = join(dir, 'full', 'index', 'days.jsonl');
+
     assert.deepEqual(await phases(index), ['open', 'sealed', 'uploaded', 'verified', 'cleaned']);
     const sealed = (await phaseLines(index)).find((l) => l.phase === 'sealed')!;
     assert.equal(sealed.tables!['logs']!.rows, 300);
@@ -151,15 +161,7 @@ describe('shipping a finished day', () => {
   });
 
   test('a shipped day is read in place: a query fetches the columns it needs, not the day', async () => {
-    const clock = fakeClock();
-    const logger = await openLogger({
-      instanceDir: dir,
-      instanceId: 'inplace',
-      clock: clock.fn,
-      s3: s3Of(server.env),
-    });
-    await ingestDay(logger, 20_000);
-    clock.now = NEXT_DAY_MS;
+    const { logger } = await finishedDay('inplace', 20_000, { s3: s3Of(server.env) });
     const summary = await logger.shipNow(DAY);
     assert.equal(summary.status, 'cleaned');
     const first = await logger.readLogs({ maxRows: 3, storage: 's3' }); // the table's snapshot is loaded
@@ -231,16 +233,10 @@ describe('shipping a finished day', () => {
 
 describe('shipping failures', () => {
   test('a wrong secret is refused and recorded without the secret; the right one resumes from the seal', async () => {
-    const clock = fakeClock();
     const wrong = 'wrong-secret-value-0123456789';
-    const logger = await openLogger({
-      instanceDir: dir,
-      instanceId: 'secret',
-      clock: clock.fn,
+    const { logger, clock, index } = await finishedDay('secret', 50, {
       s3: s3Of(server.env, { secretAccessKey: wrong }),
     });
-    await ingestDay(logger, 50);
-    clock.now = NEXT_DAY_MS;
     const summary = await logger.shipNow(DAY);
     assert.equal(summary.status, 'failed');
     assert.equal(summary.phase, 'sealed');
@@ -248,7 +244,6 @@ describe('shipping failures', () => {
     assert.match(summary.error!.message, /refused the credentials \(SignatureDoesNotMatch/);
     const stats = logger.stats().shipper;
     assert.equal(stats.last_error!.step, 'upload');
-    const index = join(dir, 'secret', 'index', 'days.jsonl');
     assert.deepEqual(await phases(index), ['open', 'sealed', 'failed:upload']);
     const recorded = await readFile(index, 'utf8');
     assert.match(recorded, /SignatureDoesNotMatch/);
@@ -282,15 +277,7 @@ describe('shipping failures', () => {
     const other = await startS3Server();
     const port = other.port;
     await other.stop();
-    const clock = fakeClock();
-    const logger = await openLogger({
-      instanceDir: dir,
-      instanceId: 'down',
-      clock: clock.fn,
-      s3: s3Of(other.env),
-    });
-    await ingestDay(logger, 40);
-    clock.now = NEXT_DAY_MS;
+    const { logger } = await finishedDay('down', 40, { s3: s3Of(other.env) });
     const failed = await logger.shipNow(DAY);
     assert.equal(failed.status, 'failed');
     assert.match(
@@ -310,15 +297,7 @@ describe('shipping failures', () => {
   });
 
   test('a file missing remotely before verification is uploaded again, and the day is never cleaned before', async () => {
-    const clock = fakeClock();
-    const logger = await openLogger({
-      instanceDir: dir,
-      instanceId: 'missing',
-      clock: clock.fn,
-      s3: s3Of(server.env),
-    });
-    await ingestDay(logger, 80);
-    clock.now = NEXT_DAY_MS;
+    const { logger, index } = await finishedDay('missing', 80, { s3: s3Of(server.env) });
     const settings = resolveS3(undefined, server.env).settings!;
     const client = new S3Client({
       endpoint: server.endpoint,
@@ -326,7 +305,6 @@ describe('shipping failures', () => {
       forcePathStyle: true,
       credentials: { accessKeyId: TEST_S3.accessKeyId, secretAccessKey: TEST_S3.secretAccessKey },
     });
-    const index = join(dir, 'missing', 'index', 'days.jsonl');
     let deleted = '';
     shipperHooks.afterPhase = async (_day, phase) => {
       if (phase !== 'uploaded' || deleted) return;
@@ -360,18 +338,11 @@ describe('automatic shipping', () => {
     const other = await startS3Server();
     const port = other.port;
     await other.stop();
-    const clock = fakeClock();
-    const logger = await openLogger({
-      instanceDir: dir,
-      instanceId: 'auto',
-      clock: clock.fn,
+    const { logger, index } = await finishedDay('auto', 30, {
       s3: s3Of(other.env),
       options: { shipper_enabled: true, aggregator_config: { min_batch_rows: 1 } },
       shipperTiming: { checkMs: 50, baseMs: 100, maxMs: 400 },
     });
-    await ingestDay(logger, 30);
-    clock.now = NEXT_DAY_MS; // midnight passes
-    const index = join(dir, 'auto', 'index', 'days.jsonl');
     const until = async (what: string, ok: () => Promise<boolean>) => {
       for (let i = 0; i < 600 && !(await ok()); i++) await new Promise((r) => setTimeout(r, 50));
       assert.ok(await ok(), what);
