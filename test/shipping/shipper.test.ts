@@ -285,6 +285,11 @@ describe('shipping failures', () => {
       /cannot reach the object storage at http:\/\/127\.0\.0\.1:\d+ \(ECONNREFUSED\)/,
     );
     assert.equal((await logger.readLogs({ storage: 'local' })).length, 40);
+    const app = await buildServer(logger, { proto: null });
+    const res = await app.inject('/api/logs?storage=s3');
+    await app.close();
+    assert.equal(res.statusCode, 502);
+    assert.match(res.json().message, /cannot reach the object storage/);
     const back = await startS3Server({ port, dataDir: other.dataDir });
     try {
       const ok = await logger.shipNow(DAY);
