@@ -541,7 +541,9 @@ describe('protobuf without the optional package', () => {
 
 describe('backpressure', () => {
   // One row per commit keeps the aggregator busy long enough for the queue to stay full.
-  const slow = { aggregator_config: { max_batch_rows: 1, min_batch_rows: 1, max_age_s: 0.05 } };
+  const slow = {
+    aggregator_config: { max_batch_rows: 1, min_batch_rows: 1, max_pending_rows: 4, max_age_s: 0.05 },
+  };
   const first = Array.from({ length: 20 }, (_, i) => `row-${i}`);
   // The aggregator holds at most 4 rows of this configuration: 16 stay queued, 10 more do not fit.
   const late = Array.from({ length: 10 }, (_, i) => `late-${i}`);
