@@ -45,15 +45,24 @@ export function openLogger(init: LoggerInit & { clock: () => number }): Promise<
   });
 }
 
-/** Ingests `n` log rows (distinct microseconds; every 5th one ERROR with "boom") and waits for them. */
-export async function ingestDay(logger: Logger, n: number, day = DAY, start = 0): Promise<void> {
+/**
+ * Ingests `n` log rows (distinct microseconds; every 5th one ERROR with "boom", `detail(i)` after
+ * the body's number) and waits for them.
+ */
+export async function ingestDay(
+  logger: Logger,
+  n: number,
+  day = DAY,
+  start = 0,
+  detail: (i: number) => string = () => '',
+): Promise<void> {
   const base = BigInt(Date.parse(`${day}T09:00:00Z`)) * 1_000_000n;
   for (let i = start; i < start + n; i++) {
     const [ok, reason] = await logger.ingestLog({
       project_id: i % 2 === 0 ? 'shop' : 'blog',
       time_unix_nano: base + BigInt(i) * 1000n,
       severity_number: i % 5 === 0 ? 17 : 9,
-      body: i % 5 === 0 ? `boom ${i}` : `fine ${i}`,
+      body: `${i % 5 === 0 ? 'boom' : 'fine'} ${i}${detail(i)}`,
     });
     if (!ok) throw new Error(`row ${i} refused: ${reason}`);
   }
