@@ -7,7 +7,7 @@ import { readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { commitFileName, LOG_DIR } from '../delta/actions.ts';
 import { compareCodePoints, type FileStats } from '../delta/stats.ts';
-import { DeltaTable, listLog, readSnapshot } from '../delta/table.ts';
+import { type AddFile, DeltaTable, listLog, readSnapshot } from '../delta/table.ts';
 import { readDayStates } from '../storage/days-index.ts';
 import type { InstanceLayout } from '../storage/layout.ts';
 import { isDay } from '../storage/layout.ts';
@@ -194,7 +194,10 @@ export interface Snapshot {
   files: { path: string; size: number; numRecords: number; stats: FileStats | null }[];
 }
 
-/** Snapshots by table folder. A past day's log never changes: its table is not reloaded. */
+/**
+ * Snapshots by table folder (or a shipped table's URI). A past day's log never changes: its table
+ * is not reloaded.
+ */
 const snapshots = new Map<string, Snapshot>();
 const MAX_SNAPSHOTS = 256;
 
@@ -226,28 +229,35 @@ async function logListing(dir: string): Promise<string | null> {
 export async function snapshotOf(dir: string): Promise<Snapshot | null> {
   const listing = await logListing(dir);
   if (listing === null) return null;
-  const cached = snapshots.get(dir);
-  if (cached && cached.logListing === listing) {
-    snapshots.delete(dir); // most recently used last
-    snapshots.set(dir, cached);
-    return cached;
-  }
-  const table = await DeltaTable.open(dir);
-  const paths = table.liveFilePaths();
-  const snapshot: Snapshot = {
-    logListing: listing,
-    version: table.version,
-    files: table.files.map((f, i) => ({
-      path: paths[i]!,
-      size: f.size,
-      numRecords: f.numRecords,
-      stats: f.stats,
-    })),
-  };
-  snapshots.delete(dir);
-  snapshots.set(dir, snapshot);
+  return remembered(dir, listing, async () => {
+    const table = await DeltaTable.open(dir);
+    const paths = table.liveFilePaths();
+    return { version: table.version, files: liveFiles(table.files, (_, i) => paths[i]!) };
+  });
+}
+
+/** The snapshot cached under `key` if its log listing is still `listing`, else a new one loaded. */
+async function remembered(
+  key: string,
+  listing: string,
+  load: () => Promise<Omit<Snapshot, 'logListing'>>,
+): Promise<Snapshot> {
+  const cached = snapshots.get(key);
+  const snapshot = cached?.logListing === listing ? cached : { logListing: listing, ...(await load()) };
+  snapshots.delete(key); // most recently used last
+  snapshots.set(key, snapshot);
   if (snapshots.size > MAX_SNAPSHOTS) snapshots.delete(snapshots.keys().next().value!);
   return snapshot;
+}
+
+/** A log's live files as a snapshot lists them, each at the path `pathOf` gives. */
+function liveFiles(files: readonly AddFile[], pathOf: (f: AddFile, i: number) => string): Snapshot['files'] {
+  return files.map((f, i) => ({
+    path: pathOf(f, i),
+    size: f.size,
+    numRecords: f.numRecords,
+    stats: f.stats,
+  }));
 }
 
 /** What of a query rules files out by their statistics. */
@@ -285,12 +295,10 @@ function entriesOf(snapshot: Snapshot, q: FileBounds): FileEntry[] {
   return out;
 }
 
-/** Shipped tables' snapshots by key: a shipped day does not change, its log is listed per query. */
-const remoteSnapshots = new Map<string, Snapshot>();
-
 /**
  * Live files of a shipped table (its key in object storage, files as s3:// URIs), like
- * listTableFiles; `versions` receives its version under its key.
+ * listTableFiles: its log is listed per query, its snapshot cached under its URI.
+ * `versions` receives its version under its key.
  */
 async function listRemoteTableFiles(
   store: ObjectStore,
@@ -304,24 +312,13 @@ async function listRemoteTableFiles(
     versions?.set(key, -1);
     return [];
   }
-  let snapshot = remoteSnapshots.get(key);
-  if (!snapshot || snapshot.logListing !== listing) {
+  const snapshot = await remembered(store.settings.uri(key), listing, async () => {
     const s = await readSnapshot(log);
-    const uri = (path: string) => store.settings.uri(`${key}${decodeURIComponent(path)}`);
-    snapshot = {
-      logListing: listing,
+    return {
       version: s.version,
-      files: s.files.map((f) => ({
-        path: uri(f.path),
-        size: f.size,
-        numRecords: f.numRecords,
-        stats: f.stats,
-      })),
+      files: liveFiles(s.files, (f) => store.settings.uri(`${key}${decodeURIComponent(f.path)}`)),
     };
-    remoteSnapshots.delete(key);
-    remoteSnapshots.set(key, snapshot);
-    if (remoteSnapshots.size > MAX_SNAPSHOTS) remoteSnapshots.delete(remoteSnapshots.keys().next().value!);
-  }
+  });
   versions?.set(key, snapshot.version);
   return entriesOf(snapshot, q);
 }
