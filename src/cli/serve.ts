@@ -10,10 +10,17 @@ import type { BoundStartFlags } from './program.ts';
 
 const STOP_SIGNALS: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
 
+export interface ServeHooks {
+  /** Once the server listens, with the port it bound (flags.port, or the one picked for 0). */
+  onListening?: (port: number) => Promise<void>;
+  /** A second signal ends the process at once: what must not be left behind. */
+  onSecondSignal?: () => void;
+}
+
 export async function serveUntilStopped(
   flags: BoundStartFlags,
   layout: InstanceLayout,
-  onSecondSignal: () => void = () => {},
+  hooks: ServeHooks = {},
 ): Promise<void> {
   const { runServer } = await import('../server/index.ts');
   let running: Awaited<ReturnType<typeof runServer>>;
@@ -34,12 +41,13 @@ export async function serveUntilStopped(
     throw err;
   }
 
+  await hooks.onListening?.(running.port);
   await new Promise<void>((done, fail) => {
     let stopping = false;
     const onSignal = (signal: NodeJS.Signals): void => {
       if (stopping) {
         running.app.log.warn(`${signal} again: exiting without waiting for the flush`);
-        onSecondSignal();
+        hooks.onSecondSignal?.();
         process.exit(1);
       }
       stopping = true;
