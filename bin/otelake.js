@@ -3,6 +3,7 @@
 // stripping), so it is never stale; an installed package has no src/ and runs the compiled dist/.
 // Node refuses to strip types under node_modules, so there dist/ is always used.
 import { existsSync } from 'node:fs';
+import module from 'node:module';
 
 /** One command that gets a current Node from the npm registry, without root or a version manager. */
 const GET_NODE =
@@ -17,6 +18,10 @@ if (major < 22) {
   );
   process.exit(1);
 }
+
+// Node keeps the compiled (and type-stripped) modules in a cache on disk (os.tmpdir() unless
+// NODE_COMPILE_CACHE says otherwise): a command then starts in about half the CPU time.
+module.enableCompileCache?.();
 
 const source = new URL('../src/cli/main.ts', import.meta.url);
 const compiled = new URL('../dist/cli/main.js', import.meta.url);
