@@ -22,11 +22,15 @@ export function processAlive(pid: number): boolean {
 function looksLikeOtelake(pid: number): boolean {
   let cmdline: string;
   try {
+    // A zombie has exited: only its parent has yet to collect its status, which a container's
+    // init may do more than a second later (a detached server's parent is init).
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    if (stat[stat.lastIndexOf(')') + 2] === 'Z') return false;
     cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
   } catch {
     return true; // no procfs (macOS, Windows) or the process just exited: trust the signal check
   }
-  if (cmdline === '') return true; // a zombie or kernel thread: let the signal check decide
+  if (cmdline === '') return true; // a kernel thread: let the signal check decide
   return /otelake|[\\/]cli[\\/]main\.[jt]s/.test(cmdline);
 }
 
