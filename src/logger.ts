@@ -161,7 +161,7 @@ export class Logger {
       this.clock,
     );
     this.installHooks();
-    if (opts.auto_start) this.start();
+    if (opts.auto_start) await this.start();
   }
 
   /** The Delta table of one day, created on first use (and the day recorded as open). */
@@ -201,12 +201,16 @@ export class Logger {
     await appendDayPhase(this.layout.daysIndex, { day, phase: 'open' });
   }
 
-  /** Starts accepting rows (idempotent). With `auto_start` false, ingest is refused until then. */
-  start(): void {
+  /**
+   * Starts accepting rows once the instance is prepared, so that `new Logger(...)`, `await
+   * start()`, ingest works as specified. Idempotent: a started logger resolves at once. With
+   * `auto_start` false, ingest is refused until then.
+   */
+  async start(): Promise<void> {
+    if (!this.aggregator) await this.ready;
     if (this.state === 'running') return;
     if (this.state !== 'created') throw new Error(`cannot start a logger that is ${this.state}`);
-    if (!this.aggregator) throw new Error('the logger is not ready yet: await logger.ready');
-    this.aggregator.start();
+    this.aggregator!.start();
     this.state = 'running';
   }
 
