@@ -7,6 +7,7 @@ import { type ReadQuery, rowToJson, StorageUnavailableError, validateQuery } fro
 import type { TableName } from '../schema/tables.ts';
 import { validateDay } from '../storage/layout.ts';
 import { OPENAPI_DOCUMENT, READ_ROUTES } from './openapi.ts';
+import { noteRefusal } from './refusals.ts';
 
 const DEFAULT_LIMIT = 100;
 const MAX_LIMIT = 10_000;
@@ -138,6 +139,7 @@ function toHttpNames(message: string): string {
 }
 
 function sendError(reply: FastifyReply, status: number, message: string, extra?: object): FastifyReply {
+  noteRefusal(reply, message);
   return reply.code(status).send({ error: status === 400 ? 'Bad Request' : 'Error', message, ...extra });
 }
 
