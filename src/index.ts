@@ -8,8 +8,12 @@ export {
   Logger,
   type LoggerInit,
   type LoggerStats,
+  type LogSink,
   type ReadArgs,
   type ReadOutput,
+  type RequestOutcome,
+  type RequestResult,
+  type RequestTables,
   type S3Config,
 } from './logger.ts';
 export type { AggregatorStats } from './pipeline/aggregator.ts';

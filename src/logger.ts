@@ -4,10 +4,16 @@
 
 import { mkdir } from 'node:fs/promises';
 import type { LazyDataFrame } from 'nodejs-polars';
-import type { BatchPart } from './delta/batch.ts';
+import { BatchBuilder, type BatchPart, type PackedBatch, packBatch, sliceBatch } from './delta/batch.ts';
 import { DeltaTable } from './delta/table.ts';
-import { Aggregator, type AggregatorStats, type TableWriter } from './pipeline/aggregator.ts';
-import { type EnqueueOutcome, Producer, type ProducerStats } from './pipeline/producer.ts';
+import {
+  Aggregator,
+  type AggregatorEvent,
+  type AggregatorStats,
+  type LogHooks,
+  type TableWriter,
+} from './pipeline/aggregator.ts';
+import { Producer, type ProducerStats, type Queued, type Reservation } from './pipeline/producer.ts';
 import { type ReadQuery, readTable } from './read/query.ts';
 import { type Row, SCHEMAS, TABLE_NAMES, type TableName } from './schema/tables.ts';
 import {
@@ -16,7 +22,7 @@ import {
   type ValidationSettings,
   validationSettings,
 } from './schema/validate.ts';
-import { appendDayPhase, readDayPhases } from './storage/days-index.ts';
+import { appendDayPhase, type DayPhaseLine, readDayPhases } from './storage/days-index.ts';
 import { DEFAULT_DIR, DEFAULT_INSTANCE_ID, InstanceLayout } from './storage/layout.ts';
 import {
   deltaOptions,
@@ -25,6 +31,7 @@ import {
   resolveOptions,
   saveOptions,
 } from './storage/options.ts';
+import { type WalEntry, type WalStats, WriteAheadLog } from './wal/wal.ts';
 
 /** S3-compatible storage settings (shipping arrives with its own issue; kept for the API). */
 export interface S3Config {
@@ -49,7 +56,14 @@ export interface LoggerInit {
    * `install_signal_handlers` is on (the server installs its own, which stop this logger).
    */
   handleSignals?: boolean;
+  /**
+   * Where the logger reports what an operator must see (writes failing and recovering, a damaged
+   * write-ahead log segment). Default: one line on stderr.
+   */
+  log?: LogSink;
 }
+
+export type LogSink = (level: 'error' | 'warn' | 'info', message: string) => void;
 
 export type IngestTuple = [ok: boolean, reason: string | null];
 
@@ -67,9 +81,42 @@ export interface IngestResult {
   reasons: Record<string, number>;
 }
 
+/** The rows of one request for each table it feeds, validated and normalized into columns. */
+export type RequestTables = Partial<
+  Record<
+    TableName,
+    { batch: PackedBatch /** Rows the caller refused, by reason. */; rejected?: Record<string, number> }
+  >
+>;
+
+/**
+ * What became of a request, admitted whole or not at all: `accepted` (queued, and with
+ * durability "wal" durable), `dropped` (refused by drop_newest, or drop_oldest that could not make
+ * room), `queue_full` (no room within the wait), `unavailable` (writes or the write-ahead log
+ * are failing: retry later), `stopped`, `not_started`.
+ */
+export type RequestOutcome =
+  | 'accepted'
+  | 'dropped'
+  | 'queue_full'
+  | 'unavailable'
+  | 'stopped'
+  | 'not_started';
+
+export interface RequestResult {
+  outcome: RequestOutcome;
+  /** Why, when the outcome is not `accepted`. */
+  message: string | null;
+  /** Per table: rows accepted, rejected by validation, dropped. */
+  tables: Partial<Record<TableName, IngestResult>>;
+}
+
 export interface LoggerStats {
+  durability: 'wal' | 'memory';
   producer: ProducerStats;
   aggregator: AggregatorStats;
+  /** The write-ahead log (null with durability "memory"). */
+  wal: WalStats | null;
   shipper: { enabled: boolean; configured: boolean; state: string };
 }
 
@@ -87,15 +134,40 @@ function emptyResult(): IngestResult {
   return { accepted: 0, rejected: 0, dropped: 0, queueFull: false, firstError: null, reasons: {} };
 }
 
-/** The result once `n` valid rows were offered to the queue with this outcome. */
-function settled(result: IngestResult, outcome: EnqueueOutcome, n: number): IngestResult {
-  if (outcome === 'enqueued') result.accepted = n;
-  else {
-    result.dropped = n;
-    result.queueFull = true;
-  }
+/** Counts `n` rows as dropped for this outcome (or logger state) in the result. */
+function refused(result: IngestResult, outcome: RequestOutcome | State, n: number): IngestResult {
+  result.dropped = n;
+  result.queueFull = true;
+  const reason =
+    outcome === 'created' ? 'not_started' : REASON[outcome as Exclude<RequestOutcome, 'accepted'>];
+  result.firstError = reason ?? String(outcome);
   return result;
 }
+
+/** Library rows gathered for one write-ahead log record, with the room reserved for each call. */
+interface Collected {
+  table: TableName;
+  day: string;
+  builder: BatchBuilder;
+  reservations: Reservation[];
+  /** Resolves once the rows are queued (true) or could not be logged (false). */
+  done: Promise<boolean>;
+}
+
+/** Why ingest is refused for a request outcome that is not `accepted`, as an ingestLog reason. */
+const REASON: Record<Exclude<RequestOutcome, 'accepted'>, string> = {
+  dropped: 'queue_full',
+  queue_full: 'queue_full',
+  unavailable: 'storage_unavailable',
+  stopped: 'stopped',
+  not_started: 'not_started',
+};
+
+/** Phases after which a day is finished: nothing is written into it any more. */
+const FINISHED_PHASES = new Set<DayPhaseLine['phase']>(['sealed', 'uploaded', 'verified', 'cleaned']);
+
+/** The default log sink: one line on stderr. */
+const stderrSink: LogSink = (level, message) => console.error(`otelake ${level}: ${message}`);
 
 export class Logger {
   readonly layout: InstanceLayout;
@@ -112,10 +184,15 @@ export class Logger {
   private stopping: Promise<void> | null = null;
   private readonly openedDays = new Set<string>();
   private removeHooks: (() => void) | null = null;
+  private wal: WriteAheadLog | null = null;
+  private readonly logSink: LogSink;
+  /** Library rows waiting for the next write-ahead log write, per table and day (see collect). */
+  private collecting = new Map<string, Collected>();
 
   constructor(init: LoggerInit = {}) {
     this.init = init;
     this.clock = init.clock ?? Date.now;
+    this.logSink = init.log ?? stderrSink;
     this.layout = new InstanceLayout(init.instanceDir ?? DEFAULT_DIR, init.instanceId ?? DEFAULT_INSTANCE_ID);
     this.ready = this.prepare();
     // A failed preparation surfaces through `ready` and every call; never as an unhandled rejection.
@@ -151,17 +228,102 @@ export class Logger {
     ) as Record<TableName, RowNormalizer>;
     const p = opts.producer_config;
     this.producer = new Producer(p.max_queue_size, p.drop_policy, p.block_timeout_s * 1000, this.clock);
-    for (const line of await readDayPhases(this.layout.daysIndex)) this.openedDays.add(line.day);
+    const phases = await readDayPhases(this.layout.daysIndex);
+    for (const line of phases) this.openedDays.add(line.day);
     const today = this.producer.today();
     await Promise.all(TABLE_NAMES.map((t) => this.table(t, today)));
-    this.aggregator = new Aggregator(
-      this.producer,
-      opts.aggregator_config,
-      (t, d) => this.writer(t, d),
-      this.clock,
-    );
+    if (opts.durability === 'wal') {
+      const { wal, damaged } = await WriteAheadLog.open(this.layout.walDir);
+      for (const path of damaged) {
+        this.logSink(
+          'error',
+          `write-ahead log segment with an unreadable header moved aside, not replayed: ${path}`,
+        );
+      }
+      this.wal = wal;
+      // Rows evicted by drop_oldest are given up: the log lets them go.
+      this.producer.onEvict = (q, rows) => {
+        if (q.seq !== undefined) wal.release(q.seq + (q.batch ? q.from : 0), rows);
+      };
+    }
+    this.aggregator = new Aggregator({
+      producer: this.producer,
+      cfg: opts.aggregator_config,
+      openTable: (t, d) => this.writer(t, d),
+      clock: this.clock,
+      log: this.wal ? this.logHooks(this.wal) : null,
+      onEvent: (e) => this.report(e),
+    });
+    // Running before replay: replayed rows drain into the tables while the log is read.
+    this.aggregator.start();
+    if (this.wal) await this.replay(this.wal, phases);
     this.installHooks();
     if (opts.auto_start) await this.start();
+  }
+
+  /** What the aggregator needs of the write-ahead log. */
+  private logHooks(wal: WriteAheadLog): LogHooks {
+    return {
+      appId: wal.appId,
+      release: (seq, rows) => wal.release(seq, rows),
+      read: async (table, day, ranges) =>
+        (await wal.read(table, day, ranges)).map((r) => sliceBatch(SCHEMAS[table], r.batch, r.from, r.to)),
+    };
+  }
+
+  /**
+   * Queues the rows an earlier process logged but did not commit: each table's `txn` for this
+   * log says up to which row it has them, so every row is written exactly once. Days already
+   * sealed had every row before they were sealed.
+   */
+  private async replay(wal: WriteAheadLog, phases: readonly DayPhaseLine[]): Promise<void> {
+    const finished = new Set(phases.filter((l) => FINISHED_PHASES.has(l.phase)).map((l) => l.day));
+    const committed = new Map<string, number | null>();
+    let replayed = 0;
+    for await (const e of wal.replay()) {
+      const rows = e.batch.numRows;
+      if (finished.has(e.day)) {
+        wal.release(e.seq, rows);
+        continue;
+      }
+      const key = `${e.table}/${e.day}`;
+      if (!committed.has(key)) {
+        try {
+          committed.set(key, (await this.table(e.table, e.day)).txnVersion(wal.appId) ?? 0);
+        } catch (err) {
+          // The table cannot be opened: its rows stay in the log for the next start.
+          this.logSink(
+            'error',
+            `cannot replay rows of ${key} from the write-ahead log: ${(err as Error).message}`,
+          );
+          committed.set(key, null);
+        }
+      }
+      const upTo = committed.get(key);
+      if (upTo === null || upTo === undefined) continue;
+      const from = Math.min(rows, Math.max(0, upTo - e.seq));
+      if (from > 0) wal.release(e.seq, from);
+      if (from === rows) continue;
+      const res = await this.producer!.reserve(rows - from, Number.POSITIVE_INFINITY, true);
+      if (typeof res === 'string') throw new Error(`replay of the write-ahead log interrupted (${res})`);
+      this.producer!.fill(res, [{ table: e.table, day: e.day, batch: e.batch, from, to: rows, seq: e.seq }]);
+      replayed += rows - from;
+    }
+    if (replayed > 0) this.logSink('info', `replayed ${replayed} rows from the write-ahead log`);
+  }
+
+  /** A line for the operator when a table's writes fail or recover. */
+  private report(e: AggregatorEvent): void {
+    if (e.kind === 'write_failed') {
+      const f = e.failure;
+      this.logSink(
+        'error',
+        `writes to ${f.table} ${f.day} are failing (${f.message}); its rows are kept and retried, ` +
+          'ingest into it answers 503 until they land',
+      );
+    } else {
+      this.logSink('info', `writes to ${e.table} ${e.day} recovered after ${e.attempts} attempts`);
+    }
   }
 
   /** The Delta table of one day, created on first use (and the day recorded as open). */
@@ -187,7 +349,9 @@ export class Logger {
   private async writer(table: TableName, day: string): Promise<TableWriter> {
     const dt = await this.table(table, day);
     return {
-      append: (batch, opts) => dt.append(batch, opts),
+      write: (batch) => dt.writeFile(batch, { transfer: true }),
+      commit: (files, txn) => dt.commitFiles(files, txn ? { txn } : {}),
+      discard: (file) => dt.discardFile(file),
       close: async () => {
         this.tables.delete(`${table}/${day}`);
         await dt.close();
@@ -214,7 +378,10 @@ export class Logger {
     this.state = 'running';
   }
 
-  /** Validates one log row and queues it: `[true, null]` or `[false, reason]`. */
+  /**
+   * Validates one log row and queues it: `[true, null]` or `[false, reason]`. With durability
+   * "wal" it resolves once the row is in the write-ahead log.
+   */
   async ingestLog(row: Row): Promise<IngestTuple> {
     if (!this.aggregator) await this.ready;
     if (this.state !== 'running') return [false, this.state === 'created' ? 'not_started' : 'stopped'];
@@ -223,13 +390,13 @@ export class Logger {
       this.producer!.countRejected(r);
       return [false, r];
     }
-    const outcome = await this.producer!.enqueue('logs', [r]);
-    return outcome === 'enqueued' ? OK : [false, outcome];
+    const outcome = await this.queueRows('logs', [r]);
+    return outcome === 'accepted' ? OK : [false, REASON[outcome]];
   }
 
   /**
    * Validates rows of one table and queues the valid ones together (all or none, see
-   * Producer.enqueue). `waitMs` bounds the wait for room with drop_policy `block`.
+   * Producer.reserve). `waitMs` bounds the wait for room with drop_policy `block`.
    */
   async ingestRows(
     table: TableName,
@@ -238,7 +405,7 @@ export class Logger {
   ): Promise<IngestResult> {
     if (!this.aggregator) await this.ready;
     const result = emptyResult();
-    if (this.refusedWhenNotRunning(result, rows.length)) return result;
+    if (this.state !== 'running') return refused(result, this.state, rows.length);
     const normalizer = this.normalizers![table];
     if (!normalizer) throw new TypeError(`unknown table ${JSON.stringify(table)}`);
     const valid: RowValues[] = [];
@@ -247,7 +414,135 @@ export class Logger {
       if (typeof r !== 'string') valid.push(r);
       else this.countRejected(result, r, 1);
     }
-    return settled(result, await this.producer!.enqueue(table, valid, opts.waitMs), valid.length);
+    const outcome = await this.queueRows(table, valid, opts.waitMs);
+    if (outcome === 'accepted') result.accepted = valid.length;
+    else refused(result, outcome, valid.length);
+    return result;
+  }
+
+  /**
+   * Queues rows of the library, all or none. With durability "wal" they are first gathered with
+   * the other rows given in the same event-loop turn into one write-ahead log record per table
+   * and day (so that concurrent `ingestLog` calls share a write and a sync), and queued once it is
+   * durable.
+   */
+  private async queueRows(table: TableName, rows: RowValues[], waitMs?: number): Promise<RequestOutcome> {
+    if (rows.length === 0) return 'accepted';
+    const down = this.unavailable([table]);
+    if (down) return 'unavailable';
+    const res = await this.producer!.reserve(rows.length, waitMs);
+    if (typeof res === 'string') return this.refusal(res);
+    const day = this.producer!.today();
+    if (!this.wal) {
+      this.producer!.fill(
+        res,
+        rows.map((values) => ({ table, day, values })),
+      );
+      return 'accepted';
+    }
+    const key = `${table}/${day}`;
+    let c = this.collecting.get(key);
+    if (!c) {
+      c = { table, day, builder: new BatchBuilder(SCHEMAS[table], 256), reservations: [], done: null! };
+      c.done = new Promise<boolean>((resolve) => {
+        setImmediate(() => resolve(this.logCollected(key)));
+      });
+      this.collecting.set(key, c);
+    }
+    for (const values of rows) c.builder.pushValues(values);
+    c.reservations.push(res);
+    return (await c.done) ? 'accepted' : 'unavailable';
+  }
+
+  /** Writes a gathering of library rows to the write-ahead log and queues it; false if that failed. */
+  private async logCollected(key: string): Promise<boolean> {
+    const c = this.collecting.get(key)!;
+    this.collecting.delete(key);
+    const batch = packBatch(c.builder.finish());
+    try {
+      await this.wal!.append([{ table: c.table, day: c.day, batch }], ([e]) => {
+        this.producer!.fill(c.reservations, [
+          { table: c.table, day: c.day, batch, from: 0, to: batch.numRows, seq: e!.seq },
+        ]);
+      });
+      return true;
+    } catch {
+      for (const r of c.reservations) this.producer!.cancel(r);
+      return false;
+    }
+  }
+
+  /**
+   * Queues the rows of one request, validated and normalized into columns by the caller (the
+   * server's decode workers, with the logger's validation settings), for every table it feeds:
+   * all of them or none, so that a request refused and retried is never half stored twice. With
+   * durability "wal" the rows are durable in the write-ahead log when this resolves `accepted`.
+   * The rows the caller refused are counted in `stats()` whatever the outcome.
+   */
+  async ingestRequest(tables: RequestTables, opts: { waitMs?: number } = {}): Promise<RequestResult> {
+    if (!this.aggregator) await this.ready;
+    const results: Partial<Record<TableName, IngestResult>> = {};
+    const entries: WalEntry[] = [];
+    let rows = 0;
+    for (const [table, t] of Object.entries(tables) as [TableName, NonNullable<RequestTables[TableName]>][]) {
+      if (!SCHEMAS[table]) throw new TypeError(`unknown table ${JSON.stringify(table)}`);
+      const r = emptyResult();
+      for (const [reason, n] of Object.entries(t.rejected ?? {})) this.countRejected(r, reason, n);
+      results[table] = r;
+      if (t.batch.numRows > 0) entries.push({ table, day: '', batch: t.batch });
+      rows += t.batch.numRows;
+    }
+    const settle = (outcome: RequestOutcome, message: string | null = null): RequestResult => {
+      for (const e of entries) {
+        const r = results[e.table]!;
+        if (outcome === 'accepted') r.accepted = e.batch.numRows;
+        else refused(r, outcome, e.batch.numRows);
+      }
+      return { outcome, message, tables: results };
+    };
+    if (this.state !== 'running') return settle(this.state === 'created' ? 'not_started' : 'stopped');
+    if (rows === 0) return settle('accepted');
+    const down = this.unavailable(entries.map((e) => e.table));
+    if (down) return settle('unavailable', down);
+    const res = await this.producer!.reserve(rows, opts.waitMs);
+    if (typeof res === 'string') return settle(this.refusal(res));
+    const day = this.producer!.today();
+    for (const e of entries) e.day = day;
+    const queued = (logged: readonly { batch: BatchPart; seq?: number }[]): Queued[] =>
+      entries.map((e, i) => ({
+        table: e.table,
+        day,
+        batch: e.batch,
+        from: 0,
+        to: e.batch.numRows,
+        seq: logged[i]?.seq,
+      }));
+    if (!this.wal) {
+      this.producer!.fill(res, queued([]));
+      return settle('accepted');
+    }
+    try {
+      await this.wal.append(entries, (logged) => this.producer!.fill(res, queued(logged)));
+    } catch (err) {
+      this.producer!.cancel(res);
+      return settle('unavailable', `cannot write to the write-ahead log: ${(err as Error).message}`);
+    }
+    return settle('accepted');
+  }
+
+  /** Why rows of these tables cannot be taken now (their writes are failing), or null. */
+  private unavailable(tables: readonly TableName[]): string | null {
+    for (const t of tables) {
+      const f = this.aggregator!.failure(t);
+      if (f) return `writes to ${f.table} are failing: ${f.message}`;
+    }
+    return null;
+  }
+
+  /** The outcome of a refused reservation. */
+  private refusal(res: 'queue_full' | 'stopped'): RequestOutcome {
+    if (res === 'stopped') return 'stopped';
+    return this.options.producer_config.drop_policy === 'block' ? 'queue_full' : 'dropped';
   }
 
   /** Counts `n` rows rejected for `reason` in the result and in `stats()`. */
@@ -256,33 +551,6 @@ export class Logger {
     result.reasons[reason] = (result.reasons[reason] ?? 0) + n;
     result.firstError ??= reason;
     this.producer!.countRejected(reason, n);
-  }
-
-  /** With the logger not running, counts all `n` rows as dropped and returns true. */
-  private refusedWhenNotRunning(result: IngestResult, n: number): boolean {
-    if (this.state === 'running') return false;
-    result.dropped = n;
-    result.queueFull = true;
-    result.firstError = this.state === 'created' ? 'not_started' : 'stopped';
-    return true;
-  }
-
-  /**
-   * Queues rows already validated and normalized into a column batch (the server's decode
-   * workers build them with the logger's validation settings), all together or not at all.
-   * `rejected` lists the reasons of rows the caller refused, by count: they appear in `stats()`.
-   */
-  async ingestBatch(
-    table: TableName,
-    batch: BatchPart,
-    opts: { waitMs?: number; rejected?: Record<string, number> } = {},
-  ): Promise<IngestResult> {
-    if (!this.aggregator) await this.ready;
-    if (!SCHEMAS[table]) throw new TypeError(`unknown table ${JSON.stringify(table)}`);
-    const result = emptyResult();
-    for (const [reason, n] of Object.entries(opts.rejected ?? {})) this.countRejected(result, reason, n);
-    if (this.refusedWhenNotRunning(result, batch.numRows)) return result;
-    return settled(result, await this.producer!.enqueueBatch(table, batch, opts.waitMs), batch.numRows);
   }
 
   /**
@@ -305,6 +573,9 @@ export class Logger {
     const aggregator = this.aggregator;
     if (producer && aggregator) {
       producer.close();
+      // Requests whose rows are being logged are acknowledged once they are: queue them first.
+      await Promise.all([...this.collecting.values()].map((c) => c.done));
+      await this.wal?.settled();
       if (flush === 'auto') {
         let timer: NodeJS.Timeout | undefined;
         const timeout = new Promise<void>((resolve) => {
@@ -312,10 +583,11 @@ export class Logger {
         });
         await Promise.race([aggregator.flushAll(), timeout]);
         clearTimeout(timer);
-      } else {
-        producer.discard();
+      } else if (!this.wal) {
+        producer.discard(); // with a write-ahead log the queued rows stay in it for the next start
       }
       await aggregator.close();
+      await this.wal?.close();
     }
     const open = [...this.tables.values()];
     this.tables.clear();
@@ -357,12 +629,30 @@ export class Logger {
     return this.producer!.depth > 0 || Object.values(pending).some((n) => n > 0);
   }
 
+  /**
+   * What is wrong right now, one line each, for /healthz (`status: degraded`) and `otelake
+   * status`: tables whose writes fail (their rows are kept and retried), a failing write-ahead log.
+   */
+  problems(): string[] {
+    const out: string[] = [];
+    for (const f of this.aggregator?.stats().failing ?? []) {
+      out.push(
+        `writes to ${f.table} ${f.day} failing since ${f.since} (${f.attempts} attempts): ${f.message}`,
+      );
+    }
+    const walError = this.wal?.stats().last_error;
+    if (walError) out.push(`write-ahead log write failed at ${walError.at}: ${walError.message}`);
+    return out;
+  }
+
   stats(): LoggerStats {
     if (!this.producer || !this.aggregator)
       throw new Error('the logger is not ready yet: await logger.ready');
     return {
+      durability: this.options.durability,
       producer: this.producer.stats(),
       aggregator: this.aggregator.stats(),
+      wal: this.wal?.stats() ?? null,
       shipper: {
         enabled: this.options.shipper_enabled,
         configured: this.init.s3 !== undefined,

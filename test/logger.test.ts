@@ -4,7 +4,7 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { BatchBuilder } from '../src/delta/batch.ts';
+import { BatchBuilder, packBatch } from '../src/delta/batch.ts';
 import { DeltaTable } from '../src/delta/table.ts';
 import { Logger, TABLE_NAMES } from '../src/index.ts';
 import { SCHEMAS } from '../src/schema/tables.ts';
@@ -253,7 +253,7 @@ describe('Logger', () => {
     assert.deepEqual(row['explicit_bounds'], [0.5]);
   });
 
-  it('counts the rejections of ingestRows and ingestBatch in the result and in stats()', async () => {
+  it('counts the rejections of ingestRows and ingestRequest in the result and in stats()', async () => {
     const logger = await Logger.open({ instanceDir: dir, instanceId: 'rejects', handleSignals: false });
     const rows = await logger.ingestRows('logs', [
       { project_id: 'p' },
@@ -279,9 +279,11 @@ describe('Logger', () => {
     });
     const builder = new BatchBuilder(SCHEMAS.logs);
     builder.pushValues(normalizer.normalize({ project_id: 'p', time_unix_nano: 2n }) as unknown[]);
-    const batch = builder.finish();
+    const batch = packBatch(builder.finish());
     const rejected = { 'invalid_type:body': 2, not_an_object: 1 };
-    assert.deepEqual(await logger.ingestBatch('logs', batch, { rejected }), {
+    const request = await logger.ingestRequest({ logs: { batch, rejected } });
+    assert.equal(request.outcome, 'accepted');
+    assert.deepEqual(request.tables.logs, {
       accepted: 1,
       rejected: 3,
       dropped: 0,
@@ -292,10 +294,12 @@ describe('Logger', () => {
     const expected = { ...rows.reasons, 'invalid_type:body': 2, not_an_object: 1 };
     assert.deepEqual(logger.stats().producer.rejected, expected);
     await logger.stop();
-    // Stopped: ingestRows refuses before validating, ingestBatch still counts the caller's rejections.
+    // Stopped: ingestRows refuses before validating, ingestRequest still counts the caller's rejections.
     const lateRows = await logger.ingestRows('logs', [{ project_id: 'p' }]);
     assert.deepEqual([lateRows.rejected, lateRows.dropped, lateRows.firstError], [0, 1, 'stopped']);
-    const lateBatch = await logger.ingestBatch('logs', batch, { rejected: { not_an_object: 4 } });
+    const late = await logger.ingestRequest({ logs: { batch, rejected: { not_an_object: 4 } } });
+    assert.equal(late.outcome, 'stopped');
+    const lateBatch = late.tables.logs!;
     assert.deepEqual(
       [lateBatch.rejected, lateBatch.reasons, lateBatch.dropped, lateBatch.firstError],
       [4, { not_an_object: 4 }, 1, 'stopped'],

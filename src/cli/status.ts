@@ -70,6 +70,7 @@ export function renderHealth(health: Json, url: string, now = Date.now(), width 
   const out: string[] = [];
   const state = typeof health.status === 'string' ? health.status : 'ok';
   out.push(`otelake ${health.version ?? ''} at ${url}: ${state}`.replace(/ {2}/g, ' '));
+  if (Array.isArray(health.problems)) for (const p of health.problems) out.push(`  problem: ${String(p)}`);
 
   // The field names of src/server/app.ts's /healthz; each is optional, so that an older or newer
   // server's answer still renders what it has.
@@ -133,6 +134,18 @@ export function renderHealth(health: Json, url: string, now = Date.now(), width 
       );
       if (table) out.push(table);
     }
+  }
+
+  const wal = group(health, 'wal');
+  if (typeof health.durability === 'string') {
+    const rows: [string, string][] = [['durability', health.durability]];
+    if (wal) {
+      rows.push(
+        ['pending rows', num(wal.pending_rows)],
+        ['segments', `${num(wal.segments)} (${bytes(wal.bytes)})`],
+      );
+    }
+    out.push(panel('write-ahead log', rows, width));
   }
 
   const shipper = group(health, 'shipper');

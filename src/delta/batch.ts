@@ -451,6 +451,15 @@ export function columnsOf(b: BatchPart, names: readonly string[]): ColumnBatch {
   return isPacked(b) ? unpackBatch(b, names) : b;
 }
 
+/** Rows [from, to) of a batch: the batch itself when that is all of it, else a copy. */
+export function sliceBatch(schema: TableSchema, batch: BatchPart, from: number, to: number): BatchPart {
+  if (from === 0 && to === batch.numRows) return batch;
+  const names = schema.columns.map((c) => c.name);
+  const b = new BatchBuilder(schema, to - from);
+  b.appendBatch(columnsOf(batch, names), from, to);
+  return b.view(); // the builder is dropped: finish() would only allocate its next batch
+}
+
 /** Strings of a column encoded a chunk at a time: one join and one encode per chunk. */
 class Utf8Column {
   private bytes: Uint8Array;

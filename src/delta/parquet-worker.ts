@@ -1,9 +1,11 @@
 // Worker thread of the Delta engine: writes data files with polars (synchronous API, so a native
 // panic is a catchable error) and checkpoints with parquet-wasm, off the main event loop.
 
-import { open, rename, stat, unlink } from 'node:fs/promises';
+import { open, rename, stat, statfs, unlink } from 'node:fs/promises';
+import { dirname } from 'node:path';
 import pl from 'nodejs-polars';
 import type { ColumnDef, TableSchema } from '../schema/tables.ts';
+import { fsyncPath } from '../storage/files.ts';
 import { exposeGc, ReturnedInput, serveTasks } from '../storage/worker-pool.ts';
 import { Arena, type Batches, joinBatches, transferables } from './batch.ts';
 import { type CheckpointContent, encodeCheckpoint } from './checkpoint.ts';
@@ -57,13 +59,14 @@ function sink(frame: pl.LazyDataFrame, path: string, zstdLevel: number, rowGroup
     .collectSync();
 }
 
-async function fsyncFile(path: string): Promise<void> {
-  const fh = await open(path, 'r');
-  try {
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
+/**
+ * Polars reports a write that ran out of room as a Parquet error ("Invalid thrift: transport
+ * error"), not as ENOSPC: say so when the file system is (nearly) full, for the operator.
+ */
+async function fullDiskNote(path: string): Promise<string> {
+  const fs = await statfs(dirname(path)).catch(() => null);
+  if (!fs || fs.bavail * fs.bsize >= 1024 * 1024) return '';
+  return ` (no space left on device: ${fs.bavail * fs.bsize} bytes free)`;
 }
 
 export interface WrittenFile {
@@ -77,7 +80,7 @@ export interface WrittenBatch extends WrittenFile {
 
 async function finished(path: string, fsync: boolean): Promise<WrittenFile> {
   // Synced before it is committed: a commit must never point at a file lost with the page cache.
-  if (fsync) await fsyncFile(path);
+  if (fsync) await fsyncPath(path);
   const st = await stat(path);
   return { size: st.size, modificationTime: Math.floor(st.mtimeMs) };
 }
@@ -112,7 +115,8 @@ serveTasks({
       return written;
     } catch (err) {
       // The batch came by transfer: hand its parts back so that the write can be retried.
-      throw new ReturnedInput((err as Error).message, task.batch, transferables(task.batch));
+      const message = (err as Error).message + (await fullDiskNote(task.path));
+      throw new ReturnedInput(message, task.batch, transferables(task.batch));
     }
   },
 

@@ -107,6 +107,22 @@ export interface AppendResult {
   rows: number;
 }
 
+/** A data file written by `writeFile` and not yet committed. */
+export interface DataFile {
+  /** File name under the table root. */
+  readonly name: string;
+  readonly rows: number;
+  readonly size: number;
+  readonly modificationTime: number;
+  readonly stats: FileStats;
+}
+
+/** A `txn` action: the application `appId` has applied everything up to `version`. */
+export interface TxnMark {
+  appId: string;
+  version: number;
+}
+
 export interface OptimizeResult {
   removed: number;
   added: number;
@@ -616,7 +632,35 @@ export class DeltaTable {
    * the file is written and synced it is the durable copy: a failed commit is retried with it
    * (COMMIT_ATTEMPTS times, backing off), and only then does the append fail, without a batch.
    */
-  append(batch: Batches, opts: { transfer?: boolean } = {}): Promise<AppendResult> {
+  append(batch: Batches, opts: { transfer?: boolean; txn?: TxnMark } = {}): Promise<AppendResult> {
+    const writing = this.writeFile(batch, opts);
+    writing.catch(() => {}); // awaited below, inside the lane
+    const committed = inLane(this.dir, async (): Promise<AppendResult> => {
+      const file = await writing;
+      if (file === null) return { version: this.version, path: '', rows: 0 };
+      for (let attempt = 1; ; attempt++) {
+        try {
+          const version = await this.commitNow([file], opts.txn);
+          return { version, path: this.absolute(file.name), rows: file.rows };
+        } catch (err) {
+          if (attempt >= COMMIT_ATTEMPTS || this.closed) {
+            this.inFlight.delete(file.name);
+            throw err;
+          }
+          await new Promise((r) => setTimeout(r, COMMIT_RETRY_MS * 2 ** (attempt - 1)));
+        }
+      }
+    });
+    return this.track(committed);
+  }
+
+  /**
+   * Writes the batch (or the batches, one after another) as one synced Parquet file that is not
+   * yet part of the table (null for no rows): `commitFiles` adds it, `discardFile` deletes it.
+   * Until then VACUUM leaves it alone. `transfer` as for `append`: a failed write rejects with an
+   * error whose `batch` holds the rows handed back, when the worker could hand them back.
+   */
+  writeFile(batch: Batches, opts: { transfer?: boolean } = {}): Promise<DataFile | null> {
     const rows = batchesRows(batch);
     try {
       this.assertWritable();
@@ -625,7 +669,7 @@ export class DeltaTable {
     } catch (err) {
       return Promise.reject(err);
     }
-    if (rows === 0) return Promise.resolve({ version: this.version, path: '', rows: 0 });
+    if (rows === 0) return Promise.resolve(null);
     const name = `part-${randomUUID()}.zstd.parquet`;
     const abs = join(this.dir, name);
     this.inFlight.add(name);
@@ -637,71 +681,86 @@ export class DeltaTable {
       rowGroupSize: this.opts.rowGroupSize,
       fsync: this.opts.fsync,
     };
-    const writing = deltaPool().run<WrittenBatch>(
-      'writeBatch',
-      task,
-      opts.transfer ? transferables(batch) : [],
-    );
-    writing.catch(() => {}); // awaited below, inside the lane
-    const committed = inLane(this.dir, async () => {
-      let written: WrittenBatch;
-      try {
-        written = await writing;
-      } catch (err) {
-        await unlink(abs).catch(() => {});
-        throw withBatch(err, (err as { returned?: Batches }).returned);
-      }
-      const add: AddAction = {
-        path: name,
+    const written = deltaPool()
+      .run<WrittenBatch>('writeBatch', task, opts.transfer ? transferables(batch) : [])
+      .then(
+        (w): DataFile => ({ name, rows, size: w.size, modificationTime: w.modificationTime, stats: w.stats }),
+        async (err: unknown) => {
+          this.inFlight.delete(name);
+          await unlink(abs).catch(() => {});
+          throw withBatch(err, (err as { returned?: Batches }).returned);
+        },
+      );
+    return this.track(written);
+  }
+
+  /**
+   * Commits written files as one version (with `txn`, Delta's idempotent-append marker), after
+   * the commits asked for before it. A failure leaves the files written and uncommitted: the
+   * caller may commit them again or discard them.
+   */
+  commitFiles(files: readonly DataFile[], opts: { txn?: TxnMark } = {}): Promise<number> {
+    try {
+      this.assertWritable();
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    return this.track(inLane(this.dir, () => this.commitNow(files, opts.txn)));
+  }
+
+  /** Deletes a written file that will not be committed. */
+  async discardFile(file: DataFile): Promise<void> {
+    this.inFlight.delete(file.name);
+    await unlink(this.absolute(file.name)).catch(() => {});
+  }
+
+  /** The version recorded by the latest `txn` of `appId`, or null when it has none. */
+  txnVersion(appId: string): number | null {
+    return this.state.txns.get(appId)?.version ?? null;
+  }
+
+  /** Commits the files now: call it inside the table's lane. */
+  private async commitNow(files: readonly DataFile[], txn: TxnMark | undefined): Promise<number> {
+    let rows = 0;
+    let bytes = 0;
+    const adds: AddAction[] = files.map((f) => {
+      rows += f.rows;
+      bytes += f.size;
+      return {
+        path: f.name,
         partitionValues: {},
-        size: written.size,
-        modificationTime: written.modificationTime,
+        size: f.size,
+        modificationTime: f.modificationTime,
         dataChange: true,
-        stats: statsToJson(this.schema, written.stats),
+        stats: statsToJson(this.schema, f.stats),
       };
-      const actions = [
-        commitInfo('WRITE', { mode: 'Append', partitionBy: '[]' }, this.opts.engineInfo, {
-          isBlindAppend: true,
-          operationMetrics: {
-            numFiles: '1',
-            numOutputRows: String(rows),
-            numOutputBytes: String(written.size),
-          },
-        }),
-        { add },
-      ];
-      let version: number;
-      for (let attempt = 1; ; attempt++) {
-        try {
-          version = await this.commit(actions);
-          break;
-        } catch (err) {
-          if (attempt >= COMMIT_ATTEMPTS || this.closed) throw err;
-          await new Promise((r) => setTimeout(r, COMMIT_RETRY_MS * 2 ** (attempt - 1)));
-        }
-      }
-      this.parsed.set(name, {
-        path: name,
-        size: add.size,
-        modificationTime: add.modificationTime,
-        dataChange: true,
-        numRecords: written.stats.numRecords,
-        stats: written.stats,
-      });
-      return version;
     });
-    const result = committed.then(
-      (version) => {
-        this.inFlight.delete(name);
-        this.afterCommit(version);
-        return { version, path: abs, rows };
-      },
-      (err: unknown) => {
-        this.inFlight.delete(name);
-        throw err;
-      },
-    );
-    return this.track(result);
+    const actions: Action[] = [
+      commitInfo('WRITE', { mode: 'Append', partitionBy: '[]' }, this.opts.engineInfo, {
+        isBlindAppend: true,
+        operationMetrics: {
+          numFiles: String(files.length),
+          numOutputRows: String(rows),
+          numOutputBytes: String(bytes),
+        },
+      }),
+      ...(txn ? [{ txn: { appId: txn.appId, version: txn.version, lastUpdated: Date.now() } }] : []),
+      ...adds.map((add) => ({ add })),
+    ];
+    const version = await this.commit(actions);
+    for (const f of files) {
+      this.inFlight.delete(f.name);
+      this.parsed.set(f.name, {
+        path: f.name,
+        size: f.size,
+        modificationTime: f.modificationTime,
+        dataChange: true,
+        numRecords: f.rows,
+        stats: f.stats,
+      });
+    }
+    this.afterCommit(version);
+    return version;
   }
 
   private afterCommit(version: number): void {

@@ -6,36 +6,97 @@
 // most `max_age_s` for company. Under sustained load files then stay near `min_batch_rows` (a
 // small write ends soon), and each file costs ~15 ms of CPU: set it to `max_batch_rows` for
 // throughput (5,000-row files vs full batches: 63-71k vs 84-91k spans/s, bench/server-load.ts).
-// Rows held here (building or being written) are bounded, so a slow disk fills the queue and
+// Files are written in parallel, but a (table, day) commits its batches strictly in the order
+// they were cut, each commit recording the write-ahead log position it covers: a batch whose write
+// or commit fails is retried with backoff until it lands, holding back the ones after it. Rows
+// held here (building or being written) are bounded, so a slow or failing disk fills the queue and
 // the producer's drop policy applies: backpressure instead of unbounded memory.
 
-import { BatchBuilder, type Batches, type BatchPart, columnsOf, isIntact } from '../delta/batch.ts';
-import { SCHEMAS, TABLE_NAMES, type TableName, type TableSchema } from '../schema/tables.ts';
+import {
+  BatchBuilder,
+  type Batches,
+  type BatchPart,
+  batchList,
+  isIntact,
+  sliceBatch,
+} from '../delta/batch.ts';
+import type { DataFile, TxnMark } from '../delta/table.ts';
+import { SCHEMAS, TABLE_NAMES, type TableName } from '../schema/tables.ts';
 import type { AggregatorConfig } from '../storage/options.ts';
 import type { Producer, Queued } from './producer.ts';
 
 export interface TableWriter {
   /**
-   * Writes and commits batches as one file. With `transfer` their buffers move to the writer; a
-   * failed write then rejects with an error whose `batch` holds the rows handed back, if it could
-   * (a failed commit is retried by the writer with the written file, and comes back without).
+   * Writes batches as one synced data file, not yet committed (null for no rows). The batches'
+   * buffers move to the writer; a failed write rejects with an error whose `batch` holds the
+   * rows handed back, if they could be.
    */
-  append(batch: Batches, opts?: { transfer?: boolean }): Promise<unknown>;
+  write(batch: Batches): Promise<DataFile | null>;
+  /** Commits written files as one version, with the write-ahead log's mark when there is one. */
+  commit(files: readonly DataFile[], txn: TxnMark | null): Promise<unknown>;
+  /** Deletes a written file that will not be committed. */
+  discard(file: DataFile): Promise<void>;
   close(): Promise<void>;
 }
 
 /** Opens (creating if needed) the table of one UTC day. */
 export type OpenTable = (table: TableName, day: string) => Promise<TableWriter>;
 
+/** What the aggregator needs of the write-ahead log (absent with durability "memory"). */
+export interface LogHooks {
+  /** Recorded with each commit (a Delta `txn` action) with the sequence number it covers up to. */
+  appId: string;
+  /** Rows from `seq` are committed (or given up): the log may let them go. */
+  release(seq: number, rows: number): void;
+  /** Reads rows back from the log, when their batch was lost with a worker that died. */
+  read(table: TableName, day: string, ranges: readonly SeqRange[]): Promise<BatchPart[]>;
+}
+
+/** Rows `seq` .. `seq + rows - 1` of the write-ahead log. */
+export interface SeqRange {
+  seq: number;
+  rows: number;
+}
+
+/** A table whose writes fail: its batches are kept and retried until they land. */
+export interface WriteFailure {
+  table: TableName;
+  day: string;
+  since: string;
+  attempts: number;
+  message: string;
+}
+
 export interface AggregatorStats {
   pending_rows: Record<TableName, number>;
   writes_in_flight: number;
   batches_written: number;
   rows_written: number;
-  /** Rows whose write failed after every retry (see last_error). */
+  /** Rows given up (a batch lost with its worker, or still failing when the logger stopped): see last_error. */
   rows_failed: number;
   last_flush_at: string | null;
   last_error: { at: string; message: string } | null;
+  /** Tables whose writes fail right now, retried with backoff. */
+  failing: WriteFailure[];
+}
+
+/** Events worth a line in the log: a table's writes started failing, or recovered. */
+export type AggregatorEvent =
+  | { kind: 'write_failed'; failure: WriteFailure }
+  | { kind: 'write_recovered'; table: TableName; day: string; attempts: number };
+
+/** A batch handed to the table writer; a slot commits its tickets strictly in order. */
+interface Ticket {
+  batch: Batches;
+  rows: number;
+  /** Where its rows are in the write-ahead log. */
+  ranges: SeqRange[];
+  /** The file written, once it is. */
+  file: DataFile | null;
+  /** Given up: its rows are counted as failed and it is skipped. */
+  lost: boolean;
+  /** Its write has begun (until then it may be joined with the batches cut after it). */
+  started: boolean;
 }
 
 interface Slot {
@@ -46,11 +107,19 @@ interface Slot {
   /** Rows that came as batches (the server) are kept as they are: the writer joins them. */
   parts: BatchPart[];
   partRows: number;
+  /** Where the building batch's rows are in the write-ahead log. */
+  ranges: SeqRange[];
   /** When the oldest row of the building batch arrived (clock ms). */
   oldestAt: number;
-  /** Rows handed to the writer and not yet committed. */
+  /** Batches handed to the writer and not yet committed, oldest first. */
+  tickets: Ticket[];
+  /** Rows of those batches. */
   writingRows: number;
+  /** Writes of its files under way (at most PARALLEL_WRITES). */
+  writes: number;
+  committing: boolean;
   writer: Promise<TableWriter> | null;
+  failure: WriteFailure | null;
 }
 
 /** Rows of the slot's building batch. */
@@ -58,20 +127,52 @@ function size(slot: Slot): number {
   return slot.builder.size + slot.partRows;
 }
 
-/** Rows [from, to) of a batch: the batch itself when that is all of it, else a copy. */
-function sliceBatch(schema: TableSchema, batch: BatchPart, from: number, to: number): BatchPart {
-  if (from === 0 && to === batch.numRows) return batch;
-  const names = schema.columns.map((c) => c.name);
-  const b = new BatchBuilder(schema, to - from);
-  b.appendBatch(columnsOf(batch, names), from, to);
-  return b.view(); // the builder is dropped: finish() would only allocate its next batch
-}
-
-const MAX_ATTEMPTS = 8;
-/** Wait before the second attempt; doubled for each later one (at most 10 s). */
+/** Wait before the second attempt of a failed write or commit; doubled for each later one. */
 const RETRY_DELAY_MS = 100;
+const MAX_RETRY_DELAY_MS = 5000;
 /** Rows moved from the queue into batches per event-loop turn. */
 const DRAIN_CHUNK = 2048;
+/**
+ * Files of one (table, day) written at once. Batches cut while both are under way wait, and are
+ * then written together as one file: the number of files follows what the writer can do, not the
+ * batch size (each file costs ~15 ms of CPU whatever its rows).
+ */
+const PARALLEL_WRITES = 2;
+/** Most rows of waiting batches joined into one file (one Parquet row group). */
+const JOIN_MAX_ROWS = 131_072;
+
+/** Appends a range, merged with the last one when they touch. */
+function addRange(ranges: SeqRange[], seq: number, rows: number): void {
+  const last = ranges.at(-1);
+  if (last && last.seq + last.rows === seq) last.rows += rows;
+  else ranges.push({ seq, rows });
+}
+
+/** Consecutive waiting tickets as one: their batches written one after another into one file. */
+function joinTickets(tickets: readonly Ticket[]): Ticket {
+  if (tickets.length === 1) return tickets[0]!;
+  const ranges: SeqRange[] = [];
+  for (const t of tickets) for (const r of t.ranges) addRange(ranges, r.seq, r.rows);
+  return {
+    batch: tickets.flatMap((t) => batchList(t.batch)),
+    rows: tickets.reduce((n, t) => n + t.rows, 0),
+    ranges,
+    file: null,
+    lost: false,
+    started: false,
+  };
+}
+
+export interface AggregatorInit {
+  producer: Producer;
+  cfg: AggregatorConfig;
+  openTable: OpenTable;
+  clock: () => number;
+  /** The write-ahead log, with durability "wal". */
+  log?: LogHooks | null;
+  /** Failures and recoveries, for the server's log. */
+  onEvent?: (e: AggregatorEvent) => void;
+}
 
 export class Aggregator {
   private readonly slots = new Map<string, Slot>();
@@ -79,12 +180,17 @@ export class Aggregator {
   private readonly cfg: AggregatorConfig;
   private readonly openTable: OpenTable;
   private readonly clock: () => number;
-  /** Rows held in builders and in writes, at most; beyond it the queue is left to fill. */
+  private readonly log: LogHooks | null;
+  private readonly onEvent: (e: AggregatorEvent) => void;
+  /** Rows held in builders and in writes, at most (max_pending_rows); beyond it the queue fills. */
   private readonly holdLimit: number;
   private held = 0;
   private timer: NodeJS.Timeout | null = null;
   private drainScheduled = false;
   private stopped = false;
+  /** Resolves when the aggregator stops: retries waiting for their next attempt give up. */
+  private readonly stopSignal: Promise<void>;
+  private signalStop: () => void = () => {};
   private readonly inFlight = new Set<Promise<void>>();
   private batchesWritten = 0;
   private rowsWritten = 0;
@@ -92,13 +198,19 @@ export class Aggregator {
   private lastFlushAt: number | null = null;
   private lastError: { at: string; message: string } | null = null;
 
-  constructor(producer: Producer, cfg: AggregatorConfig, openTable: OpenTable, clock: () => number) {
-    this.producer = producer;
-    this.cfg = cfg;
-    this.openTable = openTable;
-    this.clock = clock;
-    this.holdLimit = Math.max(4 * cfg.max_batch_rows, 2 * cfg.min_batch_rows);
-    producer.onEnqueue = () => this.scheduleDrain();
+  constructor(init: AggregatorInit) {
+    this.producer = init.producer;
+    this.cfg = init.cfg;
+    this.openTable = init.openTable;
+    this.clock = init.clock;
+    this.log = init.log ?? null;
+    this.onEvent = init.onEvent ?? (() => {});
+    // A batch must be able to fill.
+    this.holdLimit = Math.max(this.cfg.max_pending_rows, this.cfg.max_batch_rows);
+    this.stopSignal = new Promise((resolve) => {
+      this.signalStop = resolve;
+    });
+    this.producer.onEnqueue = () => this.scheduleDrain();
   }
 
   /** Starts the age timer; draining starts with the first enqueued row. */
@@ -145,6 +257,7 @@ export class Aggregator {
     if (q.batch === undefined) {
       if (size(slot) === 0) slot.oldestAt = this.clock();
       slot.builder.pushValues(q.values);
+      if (q.seq !== undefined) addRange(slot.ranges, q.seq, 1);
       this.held++;
       if (size(slot) >= this.cfg.max_batch_rows) this.flush(slot);
       return 1;
@@ -154,6 +267,7 @@ export class Aggregator {
       if (size(slot) === 0) slot.oldestAt = this.clock();
       const to = Math.min(q.to, from + this.cfg.max_batch_rows - size(slot));
       slot.parts.push(sliceBatch(slot.builder.schema, q.batch, from, to));
+      if (q.seq !== undefined) addRange(slot.ranges, q.seq + from, to - from);
       slot.partRows += to - from;
       this.held += to - from;
       from = to;
@@ -182,9 +296,14 @@ export class Aggregator {
         builder: new BatchBuilder(SCHEMAS[table], Math.min(this.cfg.max_batch_rows, 4096)),
         parts: [],
         partRows: 0,
+        ranges: [],
         oldestAt: 0,
+        tickets: [],
         writingRows: 0,
+        writes: 0,
+        committing: false,
         writer: null,
+        failure: null,
       };
       this.slots.set(key, s);
     }
@@ -192,64 +311,181 @@ export class Aggregator {
   }
 
   /**
-   * Hands the slot's building batch to its writer. Writes are not chained: the table writes
-   * Parquet files in parallel and commits them in call order.
+   * Cuts the slot's building batch and hands it to the writer. Files are written in parallel (at
+   * most PARALLEL_WRITES per table and day; batches cut meanwhile are joined into the next file);
+   * commits land in the order the batches were cut (a write-ahead log position covers everything
+   * before it), so a failed write holds back the commits after it until it is retried.
    */
   private flush(slot: Slot): void {
     const n = size(slot);
     if (n === 0) return;
     if (slot.builder.size > 0) slot.parts.push(slot.builder.finish());
-    const batch: Batches = slot.parts.length === 1 ? slot.parts[0]! : slot.parts;
+    slot.tickets.push({
+      batch: slot.parts.length === 1 ? slot.parts[0]! : slot.parts,
+      rows: n,
+      ranges: slot.ranges,
+      file: null,
+      lost: false,
+      started: false,
+    });
     slot.parts = [];
     slot.partRows = 0;
+    slot.ranges = [];
     slot.writingRows += n;
-    const write = this.write(slot, batch, n);
-    this.inFlight.add(write);
-    void write.finally(() => {
-      this.inFlight.delete(write);
-      slot.writingRows -= n;
-      this.held -= n;
-      this.scheduleDrain();
-    });
+    this.startWrites(slot);
   }
 
-  private async write(slot: Slot, batch: Batches, rows: number): Promise<void> {
-    for (let attempt = 1; ; attempt++) {
+  /** Starts writing the waiting batches of a slot, joined into as few files as allowed. */
+  private startWrites(slot: Slot): void {
+    while (slot.writes < PARALLEL_WRITES) {
+      // Waiting tickets are the last ones: tickets start in the order they were cut.
+      const first = slot.tickets.findIndex((t) => !t.started);
+      if (first < 0) return;
+      let end = first + 1;
+      let rows = slot.tickets[first]!.rows;
+      while (end < slot.tickets.length && rows + slot.tickets[end]!.rows <= JOIN_MAX_ROWS) {
+        rows += slot.tickets[end++]!.rows;
+      }
+      const ticket = joinTickets(slot.tickets.slice(first, end));
+      slot.tickets.splice(first, end - first, ticket);
+      ticket.started = true;
+      slot.writes++;
+      const work = this.write(slot, ticket).then(() => {
+        slot.writes--;
+        this.startWrites(slot);
+        return this.commitReady(slot);
+      });
+      this.inFlight.add(work);
+      void work.finally(() => {
+        this.inFlight.delete(work);
+        this.scheduleDrain();
+      });
+    }
+  }
+
+  /**
+   * Writes a ticket's file, retrying with backoff until it is written or the aggregator stops. A
+   * batch lost with a worker that died is read back from the write-ahead log; without one
+   * (durability "memory") its rows are gone, counted as failed.
+   */
+  private async write(slot: Slot, ticket: Ticket): Promise<void> {
+    for (let attempt = 1; !this.stopped; attempt++) {
       try {
+        if (!isIntact(ticket.batch)) ticket.batch = await this.readBack(slot, ticket);
         slot.writer ??= this.openTable(slot.table, slot.day).catch((err) => {
           slot.writer = null; // open again on the next attempt
           throw err;
         });
-        const writer = await slot.writer;
-        // Moved to the writer's worker, not copied: a failed append hands the batch back.
-        await writer.append(batch, { transfer: true });
-        this.batchesWritten++;
-        this.rowsWritten += rows;
-        this.lastFlushAt = Date.now();
+        // The batch moves to the writer's worker, not copied: a failed write hands it back.
+        ticket.file = await (await slot.writer).write(ticket.batch);
         return;
       } catch (err) {
-        this.lastError = {
-          at: new Date().toISOString(),
-          message: `${slot.table} ${slot.day}: ${(err as Error).message}`,
-        };
         const back = (err as { batch?: Batches }).batch;
-        if (back) batch = back;
-        // Without its batch (a worker that died mid-write, a commit the writer gave up on) there is
-        // nothing left to retry.
-        if (attempt >= MAX_ATTEMPTS || this.stopped || !isIntact(batch)) {
-          this.rowsFailed += rows;
+        if (back) ticket.batch = back;
+        this.failed(slot, err, attempt);
+        if (!isIntact(ticket.batch) && !this.log) {
+          ticket.lost = true;
           return;
         }
-        await new Promise((r) => setTimeout(r, Math.min(10_000, RETRY_DELAY_MS * 2 ** (attempt - 1))));
+        await this.pause(attempt);
       }
     }
+  }
+
+  private async readBack(slot: Slot, ticket: Ticket): Promise<Batches> {
+    const parts = await this.log!.read(slot.table, slot.day, ticket.ranges);
+    return parts.length === 1 ? parts[0]! : parts;
+  }
+
+  /** Commits the written tickets at the head of the slot, in order, as one commit. */
+  private async commitReady(slot: Slot): Promise<void> {
+    if (slot.committing) return;
+    slot.committing = true;
+    try {
+      for (;;) {
+        while (slot.tickets[0]?.lost) this.settle(slot, slot.tickets.shift()!, false);
+        let n = 0;
+        while (n < slot.tickets.length && slot.tickets[n]!.file !== null) n++;
+        if (n === 0) return;
+        const ready = slot.tickets.slice(0, n);
+        const files = ready.map((t) => t.file!);
+        const last = ready.at(-1)!.ranges.at(-1);
+        const txn = this.log && last ? { appId: this.log.appId, version: last.seq + last.rows } : null;
+        for (let attempt = 1; ; attempt++) {
+          if (this.stopped) return; // close() settles what is left
+          try {
+            await (await slot.writer!).commit(files, txn);
+            break;
+          } catch (err) {
+            this.failed(slot, err, attempt);
+            await this.pause(attempt);
+          }
+        }
+        for (const t of slot.tickets.splice(0, n)) this.settle(slot, t, true);
+        this.recovered(slot);
+      }
+    } finally {
+      slot.committing = false;
+    }
+  }
+
+  /** A ticket leaves its slot: committed, or given up (its rows counted as failed). */
+  private settle(slot: Slot, ticket: Ticket, committed: boolean): void {
+    slot.writingRows -= ticket.rows;
+    this.held -= ticket.rows;
+    if (committed) {
+      this.batchesWritten++;
+      this.rowsWritten += ticket.rows;
+      this.lastFlushAt = Date.now();
+      for (const r of ticket.ranges) this.log?.release(r.seq, r.rows);
+    } else if (!this.log) {
+      // Without a log the rows are gone; with one, they stay in it and are written after a restart.
+      this.rowsFailed += ticket.rows;
+    }
+  }
+
+  private failed(slot: Slot, err: unknown, attempts: number): void {
+    const message = `${slot.table} ${slot.day}: ${(err as Error).message}`;
+    this.lastError = { at: new Date().toISOString(), message };
+    const first = slot.failure === null;
+    slot.failure ??= { table: slot.table, day: slot.day, since: this.lastError.at, attempts: 0, message };
+    slot.failure.attempts = Math.max(slot.failure.attempts + 1, attempts);
+    slot.failure.message = message;
+    if (first) this.onEvent({ kind: 'write_failed', failure: { ...slot.failure } });
+  }
+
+  private recovered(slot: Slot): void {
+    if (slot.failure === null) return;
+    if (slot.tickets.some((t) => t.file === null && !t.lost)) return; // a write is still failing
+    const { attempts } = slot.failure;
+    slot.failure = null;
+    this.onEvent({ kind: 'write_recovered', table: slot.table, day: slot.day, attempts });
+  }
+
+  /** Waits before the next attempt (100 ms, doubling, at most 5 s); cut short by stop. */
+  private async pause(attempt: number): Promise<void> {
+    const ms = Math.min(MAX_RETRY_DELAY_MS, RETRY_DELAY_MS * 2 ** (attempt - 1));
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      new Promise((r) => {
+        timer = setTimeout(r, ms);
+      }),
+      this.stopSignal,
+    ]);
+    clearTimeout(timer);
+  }
+
+  /** The first failing write of `table` (any day), or null. */
+  failure(table: TableName): WriteFailure | null {
+    for (const s of this.slots.values()) if (s.table === table && s.failure) return s.failure;
+    return null;
   }
 
   /** Closes the tables of past days once nothing of theirs is pending. */
   private closeIdlePastDays(): void {
     const today = this.producer.today();
     for (const [key, slot] of this.slots) {
-      if (slot.day !== today && size(slot) === 0 && slot.writingRows === 0) {
+      if (slot.day !== today && size(slot) === 0 && slot.tickets.length === 0) {
         this.slots.delete(key);
         if (slot.writer) void slot.writer.then((w) => w.close()).catch(() => {});
       }
@@ -276,12 +512,25 @@ export class Aggregator {
     while (this.inFlight.size > 0) await Promise.all([...this.inFlight]);
   }
 
-  /** Stops the timers and closes every table; call after flushAll or waitForWrites. */
+  /**
+   * Stops the timers, gives up writes still failing (their rows stay in the write-ahead log, if
+   * there is one) and closes every table; call after flushAll or waitForWrites.
+   */
   async close(): Promise<void> {
     this.stopped = true;
+    this.signalStop();
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
     await this.waitForWrites();
+    // Batches still failing are given up: their files are deleted, their rows counted as failed
+    // (with a write-ahead log they stay in it and are written after the next start).
+    for (const slot of this.slots.values()) {
+      const writer = slot.writer ? await slot.writer.catch(() => null) : null;
+      for (const t of slot.tickets.splice(0)) {
+        if (t.file && writer) await writer.discard(t.file).catch(() => {});
+        this.settle(slot, t, false);
+      }
+    }
     const writers = [...this.slots.values()].map((s) => s.writer).filter((w) => w !== null);
     this.slots.clear();
     await Promise.all(writers.map((w) => w.then((t) => t.close()).catch(() => {})));
@@ -294,6 +543,13 @@ export class Aggregator {
     return out;
   }
 
+  /** Rows of `day` held here (building or being written). */
+  pendingRowsOf(day: string): number {
+    let n = 0;
+    for (const s of this.slots.values()) if (s.day === day) n += size(s) + s.writingRows;
+    return n;
+  }
+
   stats(): AggregatorStats {
     return {
       pending_rows: this.pendingRows(),
@@ -303,6 +559,7 @@ export class Aggregator {
       rows_failed: this.rowsFailed,
       last_flush_at: this.lastFlushAt === null ? null : new Date(this.lastFlushAt).toISOString(),
       last_error: this.lastError,
+      failing: [...this.slots.values()].flatMap((s) => (s.failure ? [{ ...s.failure }] : [])),
     };
   }
 }

@@ -16,6 +16,8 @@ export interface QueuedRow {
   /** The normalized row, values in schema column order. */
   values: RowValues;
   batch?: undefined;
+  /** The row's sequence number in the write-ahead log (none with durability "memory"). */
+  seq?: number | undefined;
 }
 
 /** Rows [from, to) of a batch of normalized rows. */
@@ -25,13 +27,25 @@ export interface QueuedBatch {
   batch: BatchPart;
   from: number;
   to: number;
+  /** The write-ahead log's sequence number of the batch's row 0 (none with durability "memory"). */
+  seq?: number | undefined;
 }
 
 export type Queued = QueuedRow | QueuedBatch;
 
 /** Rows an entry of the queue holds. */
-function queuedRows(q: Queued): number {
+export function queuedRows(q: Queued): number {
   return q.batch === undefined ? 1 : q.to - q.from;
+}
+
+/**
+ * Room held in the queue for rows about to be queued (a request's rows of every table, waiting
+ * for the write-ahead log): counted against the capacity from the moment it is granted, so that
+ * concurrent callers can never overfill the queue. `fill` or `cancel` settles it.
+ */
+export interface Reservation {
+  readonly rows: number;
+  settled: boolean;
 }
 
 export interface ProducerStats {
@@ -46,6 +60,7 @@ export interface ProducerStats {
 }
 
 export type EnqueueOutcome = 'enqueued' | 'queue_full' | 'stopped';
+export type ReserveOutcome = Reservation | 'queue_full' | 'stopped';
 
 /** A FIFO ring buffer; it grows only when a single oversized group is let in. */
 class Ring<T> {
@@ -84,7 +99,9 @@ type Waiter = { need: number; resolve: (ok: boolean) => void; timer: NodeJS.Time
 export class Producer {
   private readonly ring: Ring<Queued>;
   /** Rows in the ring (a batch entry holds many). */
-  private rows = 0;
+  private queued = 0;
+  /** Rows of reservations not yet filled or cancelled. */
+  private reserved = 0;
   private readonly limit: number;
   private readonly waiters: Waiter[] = [];
   private readonly policy: DropPolicy;
@@ -96,6 +113,8 @@ export class Producer {
   private readonly dropped: Record<string, number> = {};
   /** Called whenever rows were enqueued (the aggregator schedules a drain). */
   onEnqueue: () => void = () => {};
+  /** Called for rows evicted by drop_oldest (the write-ahead log lets them go). */
+  onEvict: (q: Queued, rows: number) => void = () => {};
 
   constructor(capacity: number, policy: DropPolicy, blockTimeoutMs: number, clock: () => number) {
     this.ring = new Ring(Math.min(capacity, 65_536));
@@ -105,9 +124,9 @@ export class Producer {
     this.clock = clock;
   }
 
-  /** Rows queued. */
+  /** Rows queued, ready for the aggregator. */
   get depth(): number {
-    return this.rows;
+    return this.queued;
   }
 
   private dayStart = 0;
@@ -133,21 +152,19 @@ export class Producer {
     if (n > 0) this.dropped[reason] = (this.dropped[reason] ?? 0) + n;
   }
 
-  /**
-   * Enqueues rows of one table all together or not at all (a request retried after `queue_full`
-   * is then not half stored twice). A group larger than the whole queue is taken when the queue
-   * is empty, so no request size is refused forever.
-   */
+  /** Enqueues rows of one table all together or not at all (see `reserve`). */
   async enqueue(
     table: TableName,
     rows: readonly RowValues[],
     waitMs = this.blockTimeoutMs,
   ): Promise<EnqueueOutcome> {
-    const outcome = await this.admit(rows.length, waitMs);
-    if (outcome !== 'enqueued' || rows.length === 0) return outcome;
+    const res = await this.reserve(rows.length, waitMs);
+    if (typeof res === 'string') return res;
     const day = this.today();
-    for (const values of rows) this.ring.push({ table, day, values });
-    this.added(rows.length);
+    this.fill(
+      res,
+      rows.map((values) => ({ table, day, values })),
+    );
     return 'enqueued';
   }
 
@@ -157,76 +174,118 @@ export class Producer {
     batch: BatchPart,
     waitMs = this.blockTimeoutMs,
   ): Promise<EnqueueOutcome> {
-    const outcome = await this.admit(batch.numRows, waitMs);
-    if (outcome !== 'enqueued' || batch.numRows === 0) return outcome;
-    this.ring.push({ table, day: this.today(), batch, from: 0, to: batch.numRows });
-    this.added(batch.numRows);
+    const res = await this.reserve(batch.numRows, waitMs);
+    if (typeof res === 'string') return res;
+    this.fill(res, [{ table, day: this.today(), batch, from: 0, to: batch.numRows }]);
     return 'enqueued';
   }
 
-  private added(n: number): void {
-    this.rows += n;
-    this.accepted += n;
-    this.onEnqueue();
-  }
-
-  /** Makes room for `n` rows as the drop policy says; 'enqueued' means they may be pushed now. */
-  private async admit(n: number, waitMs: number): Promise<EnqueueOutcome> {
+  /**
+   * Reserves room for `n` rows as the drop policy says: `block` waits up to `waitMs` for room,
+   * `drop_newest` refuses at once, `drop_oldest` evicts the oldest queued rows. The room is
+   * counted at once, atomically for concurrent callers. A group larger than the whole queue is
+   * let in when the queue is empty, so no request size is refused forever. `mustWait` (replay of
+   * the write-ahead log) waits for room whatever the policy, without a time limit.
+   */
+  async reserve(n: number, waitMs = this.blockTimeoutMs, mustWait = false): Promise<ReserveOutcome> {
     if (this.closed) return 'stopped';
-    if (n === 0) return 'enqueued';
     if (!this.fits(n)) {
-      if (this.policy === 'drop_newest') {
-        this.countDropped('drop_newest', n);
-        return 'queue_full';
-      }
-      if (this.policy === 'drop_oldest') {
-        this.evictOldest(n);
-      } else {
-        const room = await this.waitForRoom(n, waitMs);
-        if (this.closed) return 'stopped';
+      if (mustWait || this.policy === 'block') {
+        const room = await this.waitForRoom(n, mustWait ? Number.POSITIVE_INFINITY : waitMs);
+        if (this.closed) {
+          if (room) this.reserved -= n;
+          return 'stopped';
+        }
         if (!room) {
           this.countDropped('queue_full', n);
           return 'queue_full';
         }
+        return { rows: n, settled: false }; // counted by wake()
+      }
+      if (this.policy === 'drop_oldest') this.evictOldest(n);
+      if (!this.fits(n)) {
+        this.countDropped(this.policy, n);
+        return 'queue_full';
       }
     }
-    return 'enqueued';
+    this.reserved += n;
+    return { rows: n, settled: false };
+  }
+
+  /**
+   * Queues entries in reserved room (of one reservation, or of several callers whose rows were
+   * gathered into the entries), oldest first; room they do not use is given back.
+   */
+  fill(reservations: Reservation | readonly Reservation[], entries: readonly Queued[]): void {
+    let room = 0;
+    for (const res of Array.isArray(reservations) ? reservations : [reservations as Reservation]) {
+      if (res.settled) throw new Error('reservation already settled');
+      res.settled = true;
+      room += res.rows;
+    }
+    this.reserved -= room;
+    let n = 0;
+    for (const q of entries) {
+      const rows = queuedRows(q);
+      if (rows === 0) continue;
+      this.ring.push(q);
+      n += rows;
+    }
+    this.queued += n;
+    this.accepted += n;
+    if (n < room) this.wake();
+    if (n > 0) this.onEnqueue();
+  }
+
+  /** Gives reserved room back (the rows could not be logged). */
+  cancel(res: Reservation): void {
+    if (res.settled) return;
+    res.settled = true;
+    this.reserved -= res.rows;
+    this.wake();
   }
 
   private fits(n: number): boolean {
-    return this.rows + n <= this.limit || (this.rows === 0 && this.waiters.length === 0);
+    const used = this.queued + this.reserved;
+    return used + n <= this.limit || (used === 0 && this.waiters.length === 0);
   }
 
   private evictOldest(n: number): void {
-    const excess = Math.min(this.rows, this.rows + n - this.limit);
+    const excess = Math.min(this.queued, this.queued + this.reserved + n - this.limit);
     let left = excess;
     while (left > 0) {
       const q = this.ring.peek()!;
       const size = queuedRows(q);
       if (size <= left) {
         this.ring.shift();
+        this.onEvict(q, size);
         left -= size;
       } else {
-        (q as QueuedBatch).from += left; // the oldest rows of a batch go, the rest stays queued
+        // The oldest rows of a batch go, the rest stays queued.
+        const b = q as QueuedBatch;
+        this.onEvict({ ...b, to: b.from + left }, left);
+        b.from += left;
         left = 0;
       }
     }
-    this.rows -= excess;
+    this.queued -= excess;
     this.countDropped('drop_oldest', excess);
   }
 
   private waitForRoom(need: number, waitMs: number): Promise<boolean> {
     return new Promise((resolve) => {
+      if (!(waitMs > 0)) {
+        resolve(false);
+        return;
+      }
       const w: Waiter = { need, resolve, timer: null };
-      if (waitMs > 0 && Number.isFinite(waitMs)) {
+      if (Number.isFinite(waitMs)) {
         w.timer = setTimeout(() => {
           const i = this.waiters.indexOf(w);
           if (i >= 0) this.waiters.splice(i, 1);
           resolve(false);
+          this.wake(); // a large waiter that gave up may have held back smaller ones
         }, waitMs);
-      } else if (waitMs <= 0) {
-        resolve(false);
-        return;
       }
       this.waiters.push(w);
     });
@@ -255,19 +314,20 @@ export class Producer {
         n += part;
       }
     }
-    this.rows -= n;
+    this.queued -= n;
     this.wake();
     return out;
   }
 
+  /** Grants room to waiting producers that now fit, in order; their room is counted here. */
   private wake(): void {
-    let free = this.limit - this.rows;
     while (this.waiters.length > 0) {
-      const w = this.waiters[0];
-      if (w.need > free && !(this.rows === 0 && w.need > this.limit)) break;
+      const w = this.waiters[0]!;
+      const used = this.queued + this.reserved;
+      if (used + w.need > this.limit && used > 0) break;
       this.waiters.shift();
       if (w.timer) clearTimeout(w.timer);
-      free -= w.need;
+      this.reserved += w.need;
       w.resolve(true);
     }
   }
@@ -283,16 +343,16 @@ export class Producer {
 
   /** Empties the queue without writing it (stop with flush 'none'); returns how many rows were dropped. */
   discard(): number {
-    const n = this.rows;
+    const n = this.queued;
     while (this.ring.length > 0) this.ring.shift();
-    this.rows = 0;
+    this.queued = 0;
     this.countDropped('stopped_unflushed', n);
     return n;
   }
 
   stats(): ProducerStats {
     return {
-      queue_depth: this.rows,
+      queue_depth: this.queued + this.reserved,
       queue_capacity: this.limit,
       drop_policy: this.policy,
       blocked_producers: this.waiters.length,

@@ -77,8 +77,10 @@ export async function buildServer(logger: Logger, opts: BuildServerOptions = {})
   const startedAt = Date.now();
   app.get('/healthz', async () => {
     const mem = process.memoryUsage();
+    const problems = logger.problems();
     return {
-      status: 'ok',
+      status: problems.length === 0 ? 'ok' : 'degraded',
+      problems,
       version: VERSION,
       uptime_s: Math.round((Date.now() - startedAt) / 100) / 10,
       pid: process.pid,

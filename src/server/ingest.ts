@@ -4,7 +4,7 @@
 // request's encoding, a google.rpc.Status for failures, plain text for an unsupported content type.
 
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { IngestResult, Logger } from '../index.ts';
+import type { Logger, RequestOutcome, RequestResult, RequestTables } from '../index.ts';
 import {
   type BodyFormat,
   encodeExportResponse,
@@ -47,6 +47,14 @@ const CONTENT_TYPE: Record<Format, string> = {
 
 /** Seconds a client is asked to wait before retrying (queue full, decoders busy, server stopping). */
 const RETRY_AFTER_S = 1;
+
+/** Request outcomes answered 503 + Retry-After, with what they mean to the client. */
+const RETRY_LATER: Partial<Record<RequestOutcome, string>> = {
+  queue_full: 'the ingest queue is full',
+  unavailable: 'the rows cannot be stored right now',
+  stopped: 'the server is not accepting data (stopping)',
+  not_started: 'the server is not accepting data (not started)',
+};
 
 export interface IngestRouteOptions {
   logger: Logger;
@@ -117,9 +125,6 @@ function describeRejections(
 
 export function registerIngestRoutes(app: FastifyInstance, opts: IngestRouteOptions): void {
   const { logger, decoders } = opts;
-  // Per server, not per request: drop_newest refuses rows by design (they count as rejected, not
-  // retried); with block, a queue that stayed full asks the client to retry later.
-  const dropsByPolicy = logger.options.producer_config.drop_policy === 'drop_newest';
   const wait = opts.ingestWaitMs === undefined ? {} : { waitMs: opts.ingestWaitMs };
 
   // Bodies are read by the handlers (with the body limit) and decompressed and decoded by the
@@ -214,44 +219,37 @@ export function registerIngestRoutes(app: FastifyInstance, opts: IngestRouteOpti
       return sendStatus(reply, 503, `${decoded.message}: retry after ${RETRY_AFTER_S} s`, format);
     }
 
-    const work: Promise<[TableName, IngestResult]>[] = [];
+    const tables: RequestTables = {};
     for (const [table, t] of Object.entries(decoded.tables) as [TableName, DecodedTable][]) {
-      work.push(
-        logger
-          .ingestBatch(table, t.batch, { ...wait, rejected: t.reasons })
-          .then((r): [TableName, IngestResult] => [table, r]),
-      );
+      tables[table] = { batch: t.batch, rejected: t.reasons };
     }
-    let results: [TableName, IngestResult][];
+    let result: RequestResult;
     try {
-      results = await Promise.all(work);
+      result = await logger.ingestRequest(tables, wait);
     } catch (err) {
       request.log.error({ err }, 'ingesting rows failed');
       return sendStatus(reply, 503, `cannot store the rows: ${(err as Error).message}`, format);
     }
+    const retry = RETRY_LATER[result.outcome];
+    if (retry !== undefined) {
+      reply.header('retry-after', String(RETRY_AFTER_S));
+      const why = result.message ? `${retry}: ${result.message}` : retry;
+      return sendStatus(reply, 503, `${why}; retry after ${RETRY_AFTER_S} s`, format);
+    }
 
     let rejected = 0;
     const reasons = new Map<string, number>();
-    let retryLater = false;
-    let stopping = false;
-    for (const [table, r] of results) {
-      const notRunning = r.firstError === 'stopped' || r.firstError === 'not_started';
-      const dropped = r.queueFull && dropsByPolicy && !notRunning;
-      if (r.queueFull && !dropped) retryLater = true;
-      if (r.queueFull && notRunning) stopping = true;
-      if (!route.itemTables.includes(table)) continue;
+    for (const table of route.itemTables) {
+      const r = result.tables[table];
+      if (!r) continue;
       rejected += r.rejected;
       for (const [reason, n] of Object.entries(r.reasons))
         reasons.set(reason, (reasons.get(reason) ?? 0) + n);
-      if (dropped && r.dropped > 0) {
+      // drop_newest refuses rows by design: they count as rejected, not retried.
+      if (result.outcome === 'dropped' && r.dropped > 0) {
         rejected += r.dropped;
         reasons.set('queue_full (drop_newest)', (reasons.get('queue_full (drop_newest)') ?? 0) + r.dropped);
       }
-    }
-    if (retryLater) {
-      reply.header('retry-after', String(RETRY_AFTER_S));
-      const why = stopping ? 'the server is not accepting data (stopping)' : 'the ingest queue is full';
-      return sendStatus(reply, 503, `${why}: retry after ${RETRY_AFTER_S} s`, format);
     }
     const message = describeRejections(route, rejected, reasons, decoded.invalidIds);
     return reply

@@ -1,6 +1,7 @@
-// Small file helpers shared by the instance's own files (options, days index, pidfile).
+// Small file helpers shared by the instance's own files (options, days index, pidfile) and the
+// writers that sync what they write.
 
-import { readFile } from 'node:fs/promises';
+import { open, readFile } from 'node:fs/promises';
 
 /** The file's text, or undefined when it does not exist. */
 export async function readTextIfExists(file: string): Promise<string | undefined> {
@@ -9,5 +10,15 @@ export async function readTextIfExists(file: string): Promise<string | undefined
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
     throw err;
+  }
+}
+
+/** Flushes a file (or a directory's entries) to the disk. */
+export async function fsyncPath(path: string): Promise<void> {
+  const fh = await open(path, 'r');
+  try {
+    await fh.sync();
+  } finally {
+    await fh.close();
   }
 }

@@ -62,6 +62,10 @@ export class InstanceLayout {
   get daysDir(): string {
     return join(this.root, 'staging', 'days');
   }
+  /** Write-ahead log segments (durability "wal"). */
+  get walDir(): string {
+    return join(this.root, 'wal');
+  }
   get pidFile(): string {
     return join(this.root, 'otelake.pid');
   }

@@ -7,6 +7,9 @@ import type { DeltaOptions } from '../delta/table.ts';
 import { readTextIfExists } from './files.ts';
 
 export type DropPolicy = 'block' | 'drop_newest' | 'drop_oldest';
+/** "wal": rows are durable in the write-ahead log before they are acknowledged; "memory": not. */
+export type Durability = 'wal' | 'memory';
+export const DURABILITIES: readonly Durability[] = ['wal', 'memory'];
 export const DROP_POLICIES: readonly DropPolicy[] = ['block', 'drop_newest', 'drop_oldest'];
 
 export interface ProducerConfig {
@@ -27,6 +30,12 @@ export interface AggregatorConfig {
   /** Under light load, a batch smaller than this waits (at most max_age_s) for more rows. */
   min_batch_rows: number;
   max_batch_rows: number;
+  /**
+   * Rows held between the queue and the tables (batches building, waiting for the writer or being
+   * written) at most, and at least max_batch_rows; beyond it the queue fills and the drop policy
+   * applies.
+   */
+  max_pending_rows: number;
   /** Keep batch column types stable (coerce every value to its column's type). */
   strict_df: boolean;
 }
@@ -69,6 +78,7 @@ export interface ServerConfig {
 }
 
 export interface LoggerOptions {
+  durability: Durability;
   auto_start: boolean;
   install_signal_handlers: boolean;
   atexit_hook: boolean;
@@ -86,6 +96,7 @@ export type PartialOptions = Partial<{
 
 export function defaultOptions(): LoggerOptions {
   return {
+    durability: 'wal',
     auto_start: true,
     install_signal_handlers: true,
     atexit_hook: true,
@@ -103,6 +114,7 @@ export function defaultOptions(): LoggerOptions {
       max_age_s: 0.5,
       min_batch_rows: 100,
       max_batch_rows: 1000,
+      max_pending_rows: 65_536,
       strict_df: true,
     },
     storage_config: {
@@ -156,6 +168,7 @@ function check(cond: boolean, message: string): void {
 const isPosInt = (v: unknown): boolean => Number.isSafeInteger(v) && (v as number) > 0;
 
 export function validateOptions(o: LoggerOptions): void {
+  check(DURABILITIES.includes(o.durability), `durability: expected one of ${DURABILITIES.join(', ')}`);
   for (const k of ['auto_start', 'install_signal_handlers', 'atexit_hook', 'shipper_enabled'] as const) {
     check(typeof o[k] === 'boolean', `${k}: expected a boolean`);
   }
@@ -187,6 +200,7 @@ export function validateOptions(o: LoggerOptions): void {
     a.min_batch_rows <= a.max_batch_rows,
     'aggregator_config.min_batch_rows: must not exceed max_batch_rows',
   );
+  check(isPosInt(a.max_pending_rows), 'aggregator_config.max_pending_rows: expected a positive integer');
   check(typeof a.strict_df === 'boolean', 'aggregator_config.strict_df: expected a boolean');
   const s = o.storage_config;
   check(isPosInt(s.checkpoint_interval), 'storage_config.checkpoint_interval: expected a positive integer');

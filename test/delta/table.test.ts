@@ -539,3 +539,33 @@ test('a transferred batch whose write fails comes back intact and can be appende
     'the rows read back are the rows of the batch',
   );
 });
+
+test('files written first and committed later, together, with a txn that survives a checkpoint', async () => {
+  const dir = tempDir();
+  const t = await DeltaTable.createOrOpen(dir, LOGS, { checkpointInterval: 2 });
+  const a = await t.writeFile(batchFromRows(LOGS, makeRows(LOGS, 4, 1, 0)));
+  const b = await t.writeFile(batchFromRows(LOGS, makeRows(LOGS, 6, 2, 100)));
+  assert.ok(a && b);
+  assert.equal(t.version, 0, 'written files are not part of the table yet');
+  assert.equal(await t.writeFile(batchFromRows(LOGS, [])), null);
+  const v = await t.commitFiles([a, b], { txn: { appId: 'wal-x', version: 42 } });
+  assert.equal(v, 1);
+  const lines = commitLines(dir, 1);
+  assert.deepEqual(lines[1]!.txn!.appId, 'wal-x');
+  assert.deepEqual(lines[1]!.txn!.version, 42);
+  assert.equal(lines.filter((l) => l.add).length, 2);
+  assert.equal(lines[0]!.commitInfo!.operationMetrics!['numOutputRows' as never], '10');
+  assert.equal(t.rowCount(), 10);
+  assert.equal(t.txnVersion('wal-x'), 42);
+  assert.equal(t.txnVersion('other'), null);
+  // A discarded file is deleted and never committed.
+  const c = await t.writeFile(batchFromRows(LOGS, makeRows(LOGS, 2, 3, 200)));
+  await t.discardFile(c!);
+  assert.equal(existsSync(join(dir, c!.name)), false);
+  await t.append(batchFromRows(LOGS, makeRows(LOGS, 1, 4, 300)));
+  await t.checkpoint();
+  await t.close();
+  const reopened = await DeltaTable.open(dir);
+  assert.equal(reopened.txnVersion('wal-x'), 42, 'the txn is kept by the checkpoint');
+  assert.equal(reopened.rowCount(), 11);
+});

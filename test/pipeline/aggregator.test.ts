@@ -1,25 +1,34 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { BatchBuilder, type Batches, joinBatches, packBatch, transferables } from '../../src/delta/batch.ts';
+import type { DataFile, TxnMark } from '../../src/delta/table.ts';
 import { Aggregator, type TableWriter } from '../../src/pipeline/aggregator.ts';
 import { Producer } from '../../src/pipeline/producer.ts';
 import { SCHEMAS, type TableName } from '../../src/schema/tables.ts';
 import { defaultOptions } from '../../src/storage/options.ts';
 
-// An in-memory table writer: the aggregator's contract is "append batches in order"; the real
-// Delta writer is exercised by the logger and delta tests.
+// An in-memory table writer: the aggregator's contract is "write files, commit them in order";
+// the real Delta writer is exercised by the logger and delta tests.
+type MemoryFile = DataFile & { values: bigint[] };
+
 class MemoryTables {
   written = new Map<string, bigint[][]>();
+  /** The txn marks of the commits, by table and day. */
+  txns = new Map<string, (TxnMark | null)[]>();
   failNext = 0;
   /** Fail like a worker that died mid-write: the transferred batch is gone. */
   loseNext = 0;
+  failCommits = 0;
   gate: Promise<void> | null = null;
+  /** Delays the write of the batch whose first time_unix_nano is this, until `release` is called. */
+  holdFirst: bigint | null = null;
+  release: () => void = () => {};
   open = async (table: TableName, day: string): Promise<TableWriter> => ({
-    append: async (batch: Batches) => {
+    write: async (batch: Batches) => {
       if (this.gate) await this.gate;
       if (this.failNext > 0) {
         this.failNext--;
-        throw new Error('disk hiccup');
+        throw Object.assign(new Error('disk hiccup'), { batch });
       }
       if (this.loseNext > 0) {
         this.loseNext--;
@@ -28,9 +37,35 @@ class MemoryTables {
       }
       const col = joinBatches(batch, names).columns['time_unix_nano']!;
       assert.ok(col.kind === 'long');
-      const key = `${table}/${day}`;
-      this.written.set(key, [...(this.written.get(key) ?? []), [...col.values]]);
+      const values = [...col.values];
+      if (this.holdFirst !== null && values[0] === this.holdFirst) {
+        await new Promise<void>((r) => {
+          this.release = r;
+        });
+      }
+      const file: MemoryFile = {
+        name: `f${values[0]}`,
+        rows: values.length,
+        size: 0,
+        modificationTime: 0,
+        stats: null as never,
+        values,
+      };
+      return file;
     },
+    commit: async (files, txn) => {
+      if (this.failCommits > 0) {
+        this.failCommits--;
+        throw new Error('commit failed: ENOSPC');
+      }
+      const key = `${table}/${day}`;
+      this.written.set(key, [
+        ...(this.written.get(key) ?? []),
+        ...files.map((f) => (f as MemoryFile).values),
+      ]);
+      this.txns.set(key, [...(this.txns.get(key) ?? []), txn]);
+    },
+    discard: async () => {},
     close: async () => {},
   });
   rows(key: string): bigint[] {
@@ -55,7 +90,7 @@ function setup(over: Partial<ReturnType<typeof defaultOptions>['aggregator_confi
   const cfg = { ...defaultOptions().aggregator_config, ...over };
   const producer = new Producer(100_000, 'block', 1000, clock);
   const tables = new MemoryTables();
-  const agg = new Aggregator(producer, cfg, tables.open, clock);
+  const agg = new Aggregator({ producer, cfg, openTable: tables.open, clock });
   return { producer, tables, agg };
 }
 
@@ -158,18 +193,165 @@ describe('Aggregator', () => {
   });
 
   it('stops taking rows when writes lag, so the queue fills and backpressure applies', async () => {
-    const { producer, tables, agg } = setup({ max_batch_rows: 10, min_batch_rows: 10, max_age_s: 60 });
+    const { producer, tables, agg } = setup({ max_batch_rows: 1000, min_batch_rows: 1000, max_age_s: 60 });
     let open!: () => void;
     tables.gate = new Promise((r) => {
       open = r;
     });
     agg.start();
-    await producer.enqueue('logs', logRows(200));
+    // max_pending_rows is 65,536 by default.
+    await producer.enqueue('logs', logRows(70_000));
+    await until(() => agg.stats().pending_rows.logs === 65_536);
     await new Promise((r) => setTimeout(r, 50));
-    assert.equal(producer.depth, 200 - 40, 'the aggregator holds at most 4 batches while writes lag');
+    assert.equal(
+      producer.depth,
+      70_000 - 65_536,
+      'the aggregator holds at most 65,536 rows while writes lag',
+    );
     open();
     tables.gate = null;
-    await until(() => tables.rows('logs/' + producer.today()).length === 200);
+    await until(() => tables.rows('logs/' + producer.today()).length === 70_000);
     await agg.close();
+  });
+
+  it('joins the batches cut while the writer is busy into one file, keeping their order', async () => {
+    const { producer, tables, agg } = setup({ max_batch_rows: 100, min_batch_rows: 100, max_age_s: 60 });
+    let open!: () => void;
+    tables.gate = new Promise((r) => {
+      open = r;
+    });
+    agg.start();
+    await producer.enqueue('logs', logRows(1000));
+    await until(() => producer.depth === 0);
+    await new Promise((r) => setTimeout(r, 20));
+    open();
+    tables.gate = null;
+    const key = 'logs/' + producer.today();
+    await until(() => tables.rows(key).length === 1000);
+    // Two files were under way when the other eight batches were cut: those became one file.
+    assert.deepEqual(
+      tables.written.get(key)!.map((f) => f.length),
+      [100, 100, 800],
+    );
+    assert.deepEqual(
+      tables.rows(key),
+      logRows(1000).map((r) => r[names.indexOf('time_unix_nano')]),
+    );
+    await agg.close();
+  });
+
+  describe('with a write-ahead log', () => {
+    /** A log that remembers what it released and hands rows back from the queued batches. */
+    function withLog(over: Partial<ReturnType<typeof defaultOptions>['aggregator_config']> = {}) {
+      const cfg = { ...defaultOptions().aggregator_config, max_age_s: 60, ...over };
+      const producer = new Producer(100_000, 'block', 1000, Date.now);
+      const tables = new MemoryTables();
+      const released: [number, number][] = [];
+      const logged = new Map<number, unknown[][]>();
+      const events: string[] = [];
+      const log = {
+        appId: 'test-log',
+        release: (seq: number, rows: number) => released.push([seq, rows]),
+        read: async (_t: TableName, _d: string, ranges: readonly { seq: number; rows: number }[]) =>
+          ranges.map((r) => packedRows(logged.get(r.seq)!.slice(0, r.rows))),
+      };
+      const agg = new Aggregator({
+        producer,
+        cfg,
+        openTable: tables.open,
+        clock: Date.now,
+        log,
+        onEvent: (e) => events.push(e.kind),
+      });
+      let seq = 0;
+      /** Queues a request's batch of n rows with the next sequence numbers. */
+      const request = async (n: number, from: number) => {
+        const res = await producer.reserve(n);
+        assert.ok(typeof res !== 'string');
+        const rows = logRows(n, from);
+        logged.set(seq, rows);
+        producer.fill(res, [
+          { table: 'logs', day: producer.today(), batch: packedRows(rows), from: 0, to: n, seq },
+        ]);
+        seq += n;
+      };
+      return { producer, tables, agg, released, events, request };
+    }
+
+    it('commits batches in order with the log position they cover, even when a later one is written first', async () => {
+      const { producer, tables, agg, released, request } = withLog({
+        max_batch_rows: 10,
+        min_batch_rows: 10,
+      });
+      tables.holdFirst = 0n; // the first batch's write is slow
+      agg.start();
+      await request(10, 0);
+      await request(10, 10);
+      await request(10, 20);
+      const key = `logs/${producer.today()}`;
+      await new Promise((r) => setTimeout(r, 50));
+      assert.deepEqual(tables.rows(key), [], 'nothing is committed before the first batch');
+      tables.release();
+      await until(() => tables.rows(key).length === 30);
+      assert.deepEqual(
+        tables.rows(key),
+        logRows(30).map((r) => r[names.indexOf('time_unix_nano')]),
+      );
+      const marks = tables.txns.get(key)!;
+      assert.deepEqual(marks.at(-1), { appId: 'test-log', version: 30 });
+      const versions = marks.map((m) => m!.version);
+      assert.deepEqual(
+        versions,
+        [...versions].sort((a, b) => a - b),
+        'positions only grow',
+      );
+      assert.deepEqual(
+        released.sort((a, b) => a[0] - b[0]),
+        [
+          [0, 10],
+          [10, 10],
+          [20, 10],
+        ],
+      );
+      await agg.close();
+    });
+
+    it('retries a failing commit until it lands, reporting the failure and the recovery', async () => {
+      const { producer, tables, agg, events, request } = withLog({ min_batch_rows: 1 });
+      tables.failCommits = 3;
+      agg.start();
+      await request(5, 0);
+      await until(() => agg.failure('logs') !== null);
+      assert.match(agg.stats().failing[0]?.message ?? '', /ENOSPC/);
+      await until(() => tables.rows(`logs/${producer.today()}`).length === 5, 10_000);
+      assert.equal(agg.failure('logs'), null);
+      assert.deepEqual(events, ['write_failed', 'write_recovered']);
+      assert.equal(agg.stats().rows_failed, 0);
+      await agg.close();
+    });
+
+    it('reads a batch lost with its worker back from the log instead of giving it up', async () => {
+      const { producer, tables, agg, request } = withLog({ min_batch_rows: 1 });
+      tables.loseNext = 1;
+      agg.start();
+      await request(7, 0);
+      await until(() => tables.rows(`logs/${producer.today()}`).length === 7);
+      assert.equal(agg.stats().rows_failed, 0);
+      await agg.close();
+    });
+
+    it('gives up a batch still failing at close without committing anything after it', async () => {
+      const { producer, tables, agg, released, request } = withLog({ max_batch_rows: 5, min_batch_rows: 5 });
+      tables.failNext = 1_000;
+      agg.start();
+      await request(5, 0);
+      await until(() => agg.failure('logs') !== null);
+      tables.failNext = 0;
+      tables.holdFirst = 0n;
+      await agg.close();
+      assert.deepEqual(tables.rows(`logs/${producer.today()}`), []);
+      assert.deepEqual(released, [], 'the rows stay in the log for the next start');
+      assert.equal(agg.stats().rows_failed, 0, 'not lost: they are in the log');
+    });
   });
 });

@@ -123,4 +123,64 @@ describe('Producer', () => {
       ['2026-11-20', '2026-11-21'],
     );
   });
+
+  it('never holds more than its capacity, whatever the concurrency and the policy', async () => {
+    for (const policy of ['block', 'drop_newest', 'drop_oldest'] as const) {
+      const p = new Producer(10, policy, 20, Date.now);
+      let peak = 0;
+      p.onEnqueue = () => {
+        peak = Math.max(peak, p.stats().queue_depth);
+      };
+      // 5,000 producers at once, nobody taking rows: each reserves room, then fills it a turn later.
+      const outcomes = await Promise.all(
+        Array.from({ length: 5000 }, async (_, i) => {
+          const res = await p.reserve(1);
+          if (typeof res === 'string') return res;
+          peak = Math.max(peak, p.stats().queue_depth);
+          await new Promise((r) => setImmediate(r));
+          p.fill(res, [{ table: 'logs', day: p.today(), values: [i] }]);
+          return 'enqueued';
+        }),
+      );
+      const accepted = outcomes.filter((o) => o === 'enqueued').length;
+      assert.ok(peak <= 10, `${policy}: the queue held ${peak} rows`);
+      assert.equal(p.depth, 10, `${policy}: full`);
+      // drop_oldest evicts queued rows, never room reserved by a request still being logged.
+      assert.equal(accepted, 10, `${policy}: exactly the capacity is accepted`);
+    }
+  });
+
+  it('reserves room for a request across tables at once; a cancelled reservation gives it back', async () => {
+    const p = new Producer(10, 'block', 5000, Date.now);
+    const a = await p.reserve(6);
+    assert.ok(typeof a !== 'string');
+    // The next request does not fit until the first one's room is given back.
+    let settled = false;
+    const b = p.reserve(6).then((r) => {
+      settled = true;
+      return r;
+    });
+    await new Promise((r) => setTimeout(r, 20));
+    assert.equal(settled, false, 'waits: 6 reserved + 6 > 10');
+    p.cancel(a);
+    const res = await b;
+    assert.ok(typeof res !== 'string');
+    p.fill(res, [
+      { table: 'spans', day: p.today(), batch: batch(4), from: 0, to: 4 },
+      { table: 'span_links', day: p.today(), batch: batch(2, 4), from: 0, to: 2 },
+    ]);
+    assert.equal(p.depth, 6);
+    assert.deepEqual(ids(p), [0, 1, 2, 3, 4, 5]);
+    assert.throws(() => p.fill(res, []), /settled/);
+  });
+
+  it("fills several callers' reservations with one gathered batch", async () => {
+    const p = new Producer(10, 'drop_newest', 0, Date.now);
+    const rs = await Promise.all([p.reserve(1), p.reserve(2), p.reserve(1)]);
+    assert.ok(rs.every((r) => typeof r !== 'string'));
+    assert.equal(await p.reserve(7), 'queue_full');
+    p.fill(rs as never, [{ table: 'logs', day: p.today(), batch: batch(4), from: 0, to: 4 }]);
+    assert.equal(p.stats().accepted, 4);
+    assert.equal(p.stats().queue_depth, 4);
+  });
 });

@@ -1,0 +1,520 @@
+// The write-ahead log. A request is acknowledged only once its rows are in the log and synced to
+// disk; one fdatasync serves every request that arrived while the previous one ran (group commit).
+// Each row gets a sequence number; the Delta commit that stores rows records, in a `txn` action,
+// the sequence number it covers up to, so that replay after a crash writes every row exactly once
+// (see replay.ts). A segment file is deleted once every row in it is committed (or given up).
+//
+// Segment `<ordinal>.wal`: a 64-byte header (magic, the log's epoch, the first sequence number,
+// and how many bytes of the previous segment are valid when a failed write could not be cut off
+// there), then records. A record is one request's rows for every table it feeds, so a request is
+// durable whole or not at all: length, CRC-32 of the payload, payload. Payload: the entry count,
+// one 32-byte header per entry (table, rows, first sequence number, day, bytes), then each entry's
+// packed batch (delta/batch.ts), 8-byte aligned. Replay reads a segment up to its first invalid
+// record: a torn tail is a write that was never acknowledged.
+
+import { randomUUID } from 'node:crypto';
+import { type FileHandle, mkdir, open, readdir, rename, unlink } from 'node:fs/promises';
+import { join } from 'node:path';
+import { crc32 } from 'node:zlib';
+import type { PackedBatch } from '../delta/batch.ts';
+import { TABLE_NAMES, type TableName } from '../schema/tables.ts';
+import { fsyncPath } from '../storage/files.ts';
+
+export interface WalEntry {
+  table: TableName;
+  /** The UTC day the rows are filed under. */
+  day: string;
+  batch: PackedBatch;
+}
+
+/** An entry as it is in the log: its rows have sequence numbers `seq` .. `seq + rows - 1`. */
+export interface LoggedEntry extends WalEntry {
+  seq: number;
+}
+
+export interface WalOptions {
+  /** A segment is closed once it holds this many bytes (a record is never split). Default 64 MiB. */
+  segmentBytes?: number;
+}
+
+export interface WalStats {
+  segments: number;
+  bytes: number;
+  /** Rows in the log not yet committed to their tables (or given up). */
+  pending_rows: number;
+  groups_written: number;
+  last_error: { at: string; message: string } | null;
+}
+
+const MAGIC = Buffer.from('OTLKWAL1');
+const HEADER_BYTES = 64;
+const RECORD_HEADER = 8;
+const ENTRY_HEADER = 32;
+const DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024;
+/** An active segment this large whose rows are all committed is replaced (and deleted) before the next write. */
+const RECYCLE_EMPTY_BYTES = 1024 * 1024;
+const SEGMENT_NAME = /^(\d{12})\.wal$/;
+const DAMAGED_DIR = 'damaged';
+
+const pad8 = (n: number) => (8 - (n % 8)) % 8;
+const ZEROS = new Uint8Array(8);
+
+function segmentName(ordinal: number): string {
+  return `${String(ordinal).padStart(12, '0')}.wal`;
+}
+
+interface Segment {
+  ordinal: number;
+  path: string;
+  firstSeq: number;
+  bytes: number;
+  /** Rows appended and not yet released. */
+  live: number;
+}
+
+interface Pending {
+  entries: readonly WalEntry[];
+  onDurable: (logged: LoggedEntry[]) => void;
+  resolve: () => void;
+  reject: (err: Error) => void;
+}
+
+/** A WAL segment that cannot be read (bad header): moved aside, never replayed. */
+export class WalDamageError extends Error {
+  override name = 'WalDamageError';
+}
+
+function encodeHeader(epoch: string, firstSeq: number, prevValidBytes: number): Buffer {
+  const h = Buffer.alloc(HEADER_BYTES);
+  MAGIC.copy(h, 0);
+  h.write(epoch, 8, 36, 'latin1');
+  h.writeBigUInt64LE(BigInt(firstSeq), 48);
+  h.writeBigInt64LE(BigInt(prevValidBytes), 56);
+  return h;
+}
+
+function decodeHeader(h: Buffer): { epoch: string; firstSeq: number; prevValidBytes: number } | null {
+  if (h.length < HEADER_BYTES || !h.subarray(0, 8).equals(MAGIC)) return null;
+  return {
+    epoch: h.toString('latin1', 8, 44),
+    firstSeq: Number(h.readBigUInt64LE(48)),
+    prevValidBytes: Number(h.readBigInt64LE(56)),
+  };
+}
+
+/** The buffers of one record (header, entry headers, packed batches) for entries numbered from `seq`. */
+function encodeRecord(entries: readonly WalEntry[], seq: number): { buffers: Uint8Array[]; bytes: number } {
+  const head = Buffer.alloc(RECORD_HEADER + 4 + entries.length * ENTRY_HEADER);
+  head.writeUInt32LE(entries.length, RECORD_HEADER);
+  const buffers: Uint8Array[] = [head];
+  let payload = head.length - RECORD_HEADER;
+  entries.forEach((e, i) => {
+    const at = RECORD_HEADER + 4 + i * ENTRY_HEADER;
+    const size = e.batch.packed.byteLength;
+    head.writeUInt8(TABLE_NAMES.indexOf(e.table), at);
+    head.writeUInt32LE(e.batch.numRows, at + 4);
+    head.writeBigUInt64LE(BigInt(seq), at + 8);
+    head.write(e.day, at + 16, 10, 'latin1');
+    head.writeUInt32LE(size, at + 28);
+    seq += e.batch.numRows;
+    buffers.push(new Uint8Array(e.batch.packed));
+    if (pad8(size) > 0) buffers.push(ZEROS.subarray(0, pad8(size)));
+    payload += size + pad8(size);
+  });
+  let crc = crc32(head.subarray(RECORD_HEADER));
+  for (let i = 1; i < buffers.length; i++) crc = crc32(buffers[i]!, crc);
+  head.writeUInt32LE(payload, 0);
+  head.writeUInt32LE(crc, 4);
+  return { buffers, bytes: RECORD_HEADER + payload };
+}
+
+/** The entries of a record's payload, or null when it is not a valid one. */
+function decodeRecord(payload: Buffer): LoggedEntry[] | null {
+  if (payload.length < 4) return null;
+  const n = payload.readUInt32LE(0);
+  let at = 4 + n * ENTRY_HEADER;
+  if (at > payload.length) return null;
+  const out: LoggedEntry[] = [];
+  for (let i = 0; i < n; i++) {
+    const h = 4 + i * ENTRY_HEADER;
+    const table = TABLE_NAMES[payload.readUInt8(h)];
+    const size = payload.readUInt32LE(h + 28);
+    if (table === undefined || at + size > payload.length) return null;
+    // Copied into a buffer of its own: a packed batch's arrays are views from its offset 0.
+    const packed = payload.buffer.slice(
+      payload.byteOffset + at,
+      payload.byteOffset + at + size,
+    ) as ArrayBuffer;
+    out.push({
+      table,
+      day: payload.toString('latin1', h + 16, h + 26),
+      seq: Number(payload.readBigUInt64LE(h + 8)),
+      batch: { numRows: payload.readUInt32LE(h + 4), packed },
+    });
+    at += size + pad8(size);
+  }
+  return out;
+}
+
+/** Reads the valid records of a segment file, up to `limit` bytes (the first invalid one ends it). */
+async function* readSegment(path: string, limit: number): AsyncGenerator<LoggedEntry[]> {
+  const fh = await open(path, 'r');
+  try {
+    const size = Math.min((await fh.stat()).size, limit);
+    let at = HEADER_BYTES;
+    const head = Buffer.alloc(RECORD_HEADER);
+    while (at + RECORD_HEADER <= size) {
+      await fh.read(head, 0, RECORD_HEADER, at);
+      const length = head.readUInt32LE(0);
+      if (length === 0 || at + RECORD_HEADER + length > size) return;
+      const payload = Buffer.alloc(length);
+      await fh.read(payload, 0, length, at + RECORD_HEADER);
+      if (crc32(payload) !== head.readUInt32LE(4)) return;
+      const entries = decodeRecord(payload);
+      if (!entries) return;
+      yield entries;
+      at += RECORD_HEADER + length;
+    }
+  } finally {
+    await fh.close();
+  }
+}
+
+export class WriteAheadLog {
+  readonly dir: string;
+  /** Names this log in the Delta `txn` actions of the commits that store its rows. */
+  readonly appId: string;
+  private readonly epoch: string;
+  private readonly segmentBytes: number;
+  /** Oldest first; the last one may be the active one. */
+  private readonly segments: Segment[] = [];
+  private active: { segment: Segment; fh: FileHandle } | null = null;
+  /** Valid bytes of the segment before the next one, when a failed write could not be cut off. */
+  private prevValidBytes = -1;
+  private nextSeq: number;
+  private nextOrdinal: number;
+  private pending: Pending[] = [];
+  private writing: Promise<void> | null = null;
+  private closed = false;
+  private groupsWritten = 0;
+  private lastError: { at: string; message: string } | null = null;
+  /** Segments found at open, with the bytes of each that may be replayed. */
+  private readonly found: { segment: Segment; limit: number }[];
+  /** Found segments not yet replayed: kept whatever their count of live rows. */
+  private readonly unreplayed: Set<Segment>;
+
+  private constructor(
+    dir: string,
+    epoch: string,
+    found: { segment: Segment; limit: number }[],
+    nextSeq: number,
+    opts: WalOptions,
+  ) {
+    this.dir = dir;
+    this.epoch = epoch;
+    this.appId = `otelake-wal-${epoch}`;
+    this.segmentBytes = opts.segmentBytes ?? DEFAULT_SEGMENT_BYTES;
+    this.found = found;
+    this.unreplayed = new Set(found.map((f) => f.segment));
+    this.segments.push(...found.map((f) => f.segment));
+    this.nextSeq = nextSeq;
+    this.nextOrdinal = (found.at(-1)?.segment.ordinal ?? 0) + 1;
+  }
+
+  /**
+   * Opens the log in `dir` (created when missing). Segments left by an earlier process are read
+   * by `replay()`; new records go to a new segment. A segment with an unreadable header is moved
+   * to `damaged/` (reported in `damaged`), never replayed.
+   */
+  static async open(dir: string, opts: WalOptions = {}): Promise<{ wal: WriteAheadLog; damaged: string[] }> {
+    await mkdir(dir, { recursive: true });
+    const ordinals = (await readdir(dir))
+      .map((n) => SEGMENT_NAME.exec(n))
+      .filter((m) => m !== null)
+      .map((m) => Number(m[1]))
+      .sort((a, b) => a - b);
+    const damaged: string[] = [];
+    const headers: {
+      ordinal: number;
+      epoch: string;
+      firstSeq: number;
+      prevValidBytes: number;
+      size: number;
+    }[] = [];
+    for (const ordinal of ordinals) {
+      const path = join(dir, segmentName(ordinal));
+      const fh = await open(path, 'r');
+      const buf = Buffer.alloc(HEADER_BYTES);
+      let size: number;
+      try {
+        await fh.read(buf, 0, HEADER_BYTES, 0);
+        size = (await fh.stat()).size;
+      } finally {
+        await fh.close();
+      }
+      const h = decodeHeader(buf);
+      if (h && (headers.length === 0 || h.epoch === headers[0]!.epoch)) {
+        headers.push({ ordinal, ...h, size });
+      } else if (h === null && ordinal === ordinals.at(-1) && size < HEADER_BYTES) {
+        await unlink(path); // created by a process that died before its header was synced: empty
+      } else {
+        await mkdir(join(dir, DAMAGED_DIR), { recursive: true });
+        await rename(path, join(dir, DAMAGED_DIR, segmentName(ordinal)));
+        damaged.push(join(dir, DAMAGED_DIR, segmentName(ordinal)));
+      }
+    }
+    const found = headers.map((h, i) => {
+      const next = headers[i + 1];
+      const limit =
+        next && next.ordinal === h.ordinal + 1 && next.prevValidBytes >= 0 ? next.prevValidBytes : h.size;
+      const segment: Segment = {
+        ordinal: h.ordinal,
+        path: join(dir, segmentName(h.ordinal)),
+        firstSeq: h.firstSeq,
+        bytes: limit,
+        live: 0,
+      };
+      return { segment, limit };
+    });
+    const epoch = headers[0]?.epoch ?? randomUUID();
+    const wal = new WriteAheadLog(dir, epoch, found, found.at(-1)?.segment.firstSeq ?? 0, opts);
+    return { wal, damaged };
+  }
+
+  /**
+   * The entries left in the log by an earlier process, oldest first. Every row yielded counts as
+   * pending until it is released (committed, or skipped because its table already has it).
+   */
+  async *replay(): AsyncGenerator<LoggedEntry> {
+    for (const { segment, limit } of this.found) {
+      for await (const entries of readSegment(segment.path, limit)) {
+        for (const e of entries) {
+          segment.live += e.batch.numRows;
+          this.nextSeq = Math.max(this.nextSeq, e.seq + e.batch.numRows);
+          yield e;
+        }
+      }
+      this.unreplayed.delete(segment);
+      await this.dropIfDone(segment);
+    }
+  }
+
+  /**
+   * Appends one request's entries as one record. Once they are durable, `onDurable` is called
+   * with their sequence numbers, in log order (before the promise resolves), so that the caller
+   * can queue the rows in that order. Rejects when the write or sync failed: nothing of the
+   * record will be replayed then.
+   */
+  append(entries: readonly WalEntry[], onDurable: (logged: LoggedEntry[]) => void): Promise<void> {
+    if (this.closed) return Promise.reject(new Error('the write-ahead log is closed'));
+    // New records go after the replayed ones: their sequence numbers must come after them.
+    if (this.unreplayed.size > 0) return Promise.reject(new Error('replay the write-ahead log first'));
+    return new Promise<void>((resolve, reject) => {
+      this.pending.push({ entries, onDurable, resolve, reject });
+      this.writing ??= this.writeLoop();
+    });
+  }
+
+  private async writeLoop(): Promise<void> {
+    while (this.pending.length > 0) {
+      const group = this.pending;
+      this.pending = [];
+      let logged: LoggedEntry[][];
+      try {
+        logged = await this.writeGroup(group);
+      } catch (err) {
+        const e = err as Error;
+        this.lastError = { at: new Date().toISOString(), message: e.message };
+        for (const p of group) p.reject(e);
+        continue;
+      }
+      this.lastError = null;
+      for (let i = 0; i < group.length; i++) {
+        const p = group[i]!;
+        try {
+          p.onDurable(logged[i]!);
+          p.resolve();
+        } catch (err) {
+          p.reject(err as Error);
+        }
+      }
+    }
+    this.writing = null;
+  }
+
+  /** Writes and syncs the records of a group; on failure the segment is cut back to before them. */
+  private async writeGroup(group: readonly Pending[]): Promise<LoggedEntry[][]> {
+    // The log holds only what is not committed yet: a quiet moment frees the disk it took.
+    if (this.active && this.active.segment.live === 0 && this.active.segment.bytes >= RECYCLE_EMPTY_BYTES)
+      await this.closeActive();
+    const { segment, fh } = this.active ?? (await this.openSegment());
+    const buffers: Uint8Array[] = [];
+    const logged: LoggedEntry[][] = [];
+    const firstSeq = this.nextSeq;
+    let seq = firstSeq;
+    let bytes = 0;
+    for (const p of group) {
+      const record = encodeRecord(p.entries, seq);
+      buffers.push(...record.buffers);
+      bytes += record.bytes;
+      logged.push(
+        p.entries.map((e) => {
+          const at = seq;
+          seq += e.batch.numRows;
+          return { ...e, seq: at };
+        }),
+      );
+    }
+    const start = segment.bytes;
+    try {
+      // writev takes at most IOV_MAX (1024) buffers per call.
+      let at = start;
+      for (let i = 0; i < buffers.length; i += 1024) {
+        const chunk = buffers.slice(i, i + 1024);
+        const want = chunk.reduce((n, b) => n + b.byteLength, 0);
+        const { bytesWritten } = await fh.writev(chunk, at);
+        if (bytesWritten !== want) throw new Error(`short write to ${segment.path} (disk full?)`);
+        at += want;
+      }
+      await fh.datasync();
+    } catch (err) {
+      await this.cutBack(start);
+      throw err;
+    }
+    this.nextSeq = seq;
+    segment.bytes = start + bytes;
+    segment.live += seq - firstSeq;
+    this.groupsWritten++;
+    if (segment.bytes >= this.segmentBytes) await this.closeActive();
+    return logged;
+  }
+
+  /** After a failed write: truncates the active segment to `bytes`, or ends it there. */
+  private async cutBack(bytes: number): Promise<void> {
+    const active = this.active!;
+    try {
+      await active.fh.truncate(bytes);
+      await active.fh.datasync();
+    } catch {
+      // It could not be cut: the next segment's header tells replay where this one ends.
+      this.prevValidBytes = bytes;
+      await this.closeActive();
+    }
+  }
+
+  private async openSegment(): Promise<{ segment: Segment; fh: FileHandle }> {
+    const ordinal = this.nextOrdinal;
+    const path = join(this.dir, segmentName(ordinal));
+    const fh = await open(path, 'wx');
+    try {
+      await fh.write(encodeHeader(this.epoch, this.nextSeq, this.prevValidBytes), 0, HEADER_BYTES, 0);
+      await fh.datasync();
+      await fsyncPath(this.dir);
+    } catch (err) {
+      await fh.close().catch(() => {});
+      await unlink(path).catch(() => {});
+      throw err;
+    }
+    this.nextOrdinal++;
+    this.prevValidBytes = -1;
+    const segment: Segment = { ordinal, path, firstSeq: this.nextSeq, bytes: HEADER_BYTES, live: 0 };
+    this.segments.push(segment);
+    this.active = { segment, fh };
+    return this.active;
+  }
+
+  private async closeActive(): Promise<void> {
+    const active = this.active;
+    if (!active) return;
+    this.active = null;
+    await active.fh.close().catch(() => {});
+    await this.dropIfDone(active.segment);
+  }
+
+  /**
+   * Marks `rows` rows from sequence number `seq` as done (committed to their table, or given up):
+   * a segment whose rows are all done is deleted. The rows must lie in one record's entry.
+   */
+  release(seq: number, rows: number): void {
+    let lo = 0;
+    let hi = this.segments.length - 1;
+    while (lo < hi) {
+      const mid = (lo + hi + 1) >> 1;
+      if (this.segments[mid]!.firstSeq <= seq) lo = mid;
+      else hi = mid - 1;
+    }
+    const segment = this.segments[lo];
+    if (!segment) return;
+    segment.live -= rows;
+    if (segment.live <= 0) void this.dropIfDone(segment);
+  }
+
+  private async dropIfDone(segment: Segment): Promise<void> {
+    if (segment.live > 0 || this.active?.segment === segment || this.unreplayed.has(segment)) return;
+    const i = this.segments.indexOf(segment);
+    if (i < 0) return;
+    this.segments.splice(i, 1);
+    await unlink(segment.path).catch(() => {});
+  }
+
+  /**
+   * Reads logged rows back (a batch lost with a worker that died): for each range, in order, the
+   * entry of `table` and `day` holding it and the rows of the range in it.
+   */
+  async read(
+    table: TableName,
+    day: string,
+    ranges: readonly { seq: number; rows: number }[],
+  ): Promise<{ batch: PackedBatch; from: number; to: number }[]> {
+    const out: { batch: PackedBatch; from: number; to: number }[] = [];
+    let i = 0;
+    for (const segment of [...this.segments]) {
+      if (i >= ranges.length) break;
+      for await (const entries of readSegment(segment.path, segment.bytes)) {
+        for (const e of entries) {
+          if (e.table !== table || e.day !== day) continue;
+          // Ranges lie within one entry each and come in log order.
+          while (i < ranges.length && ranges[i]!.seq >= e.seq && ranges[i]!.seq < e.seq + e.batch.numRows) {
+            const r = ranges[i++]!;
+            out.push({ batch: e.batch, from: r.seq - e.seq, to: r.seq - e.seq + r.rows });
+          }
+        }
+      }
+    }
+    if (i < ranges.length)
+      throw new Error(`rows from ${ranges[i]!.seq} are no longer in the write-ahead log`);
+    return out;
+  }
+
+  /** Rows of the log not yet released. */
+  get pendingRows(): number {
+    let n = 0;
+    for (const s of this.segments) n += s.live;
+    return n;
+  }
+
+  stats(): WalStats {
+    return {
+      segments: this.segments.length,
+      bytes: this.segments.reduce((n, s) => n + s.bytes, 0),
+      pending_rows: this.pendingRows,
+      groups_written: this.groupsWritten,
+      last_error: this.lastError,
+    };
+  }
+
+  /** Resolves once the appends made so far are durable or have failed. */
+  async settled(): Promise<void> {
+    while (this.writing) await this.writing;
+  }
+
+  /** Waits for the writes under way; later appends fail. Deletes the log when nothing is pending. */
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.settled();
+    const active = this.active;
+    this.active = null;
+    if (active) await active.fh.close().catch(() => {});
+    for (const s of [...this.segments]) await this.dropIfDone(s);
+  }
+}

@@ -1,0 +1,205 @@
+// The write-ahead log behind the Logger: acknowledged rows survive a crash at any moment and are
+// written exactly once. A crash is taken as a copy of the instance's files while the logger runs
+// (what a killed process leaves); test/server/crash.test.ts kills real server processes.
+
+import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import { cp, mkdtemp, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { BatchBuilder, packBatch } from '../../src/delta/batch.ts';
+import { DeltaTable } from '../../src/delta/table.ts';
+import { Logger, type PartialOptions } from '../../src/index.ts';
+import { SCHEMAS } from '../../src/schema/tables.ts';
+import { RowNormalizer, validationSettings } from '../../src/schema/validate.ts';
+import { defaultOptions } from '../../src/storage/options.ts';
+import { WriteAheadLog } from '../../src/wal/wal.ts';
+
+let dir: string;
+before(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'otelake-durability-'));
+});
+after(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+const today = () => new Date().toISOString().slice(0, 10);
+const logRow = (i: number) => ({ project_id: 'p', time_unix_nano: BigInt(i), body: `row ${i}` });
+
+/** A packed batch of log rows i = from .. from + n - 1, as the server's decode workers build them. */
+function logBatch(n: number, from: number) {
+  const normalizer = new RowNormalizer(
+    SCHEMAS.logs,
+    validationSettings(defaultOptions().producer_config, true),
+  );
+  const b = new BatchBuilder(SCHEMAS.logs, n);
+  for (let i = 0; i < n; i++) b.pushValues(normalizer.normalize(logRow(from + i)) as unknown[]);
+  return packBatch(b.finish());
+}
+
+/** A packed batch of spans whose start times are from .. from + n - 1. */
+function spanBatch(n: number, from: number) {
+  const normalizer = new RowNormalizer(
+    SCHEMAS.spans,
+    validationSettings(defaultOptions().producer_config, true),
+  );
+  const b = new BatchBuilder(SCHEMAS.spans, n);
+  for (let i = 0; i < n; i++) {
+    b.pushValues(
+      normalizer.normalize({
+        project_id: 'p',
+        name: 's',
+        start_time_unix_nano: BigInt(from + i),
+      }) as unknown[],
+    );
+  }
+  return packBatch(b.finish());
+}
+
+/** The time_unix_nano of every stored log row, sorted. */
+async function storedTimes(logger: Logger): Promise<number[]> {
+  const rows = await logger.readLogs({ maxRows: 1_000_000, select: ['time_unix_nano'] });
+  return rows.map((r) => Number(r['time_unix_nano'])).sort((a, b) => a - b);
+}
+
+const range = (n: number, from = 0) => Array.from({ length: n }, (_, i) => from + i);
+
+/** Options under which nothing is written to the tables for a minute (rows wait in memory). */
+const HOLD: PartialOptions = {
+  aggregator_config: { max_age_s: 60, min_batch_rows: 100_000, max_batch_rows: 100_000 },
+};
+
+describe('durability "wal"', () => {
+  it('rows acknowledged by ingestLog survive a crash and are written once after the restart', async () => {
+    const logger = await Logger.open({
+      instanceDir: dir,
+      instanceId: 'crash',
+      handleSignals: false,
+      options: HOLD,
+    });
+    const results = await Promise.all(range(300).map((i) => logger.ingestLog(logRow(i))));
+    assert.ok(results.every(([ok]) => ok));
+    // The process dies now: nothing is in the tables, every row is in the log.
+    await cp(join(dir, 'crash'), join(dir, 'crashed'), { recursive: true });
+    await logger.stop({ flush: 'none' });
+    assert.ok((await readdir(join(dir, 'crashed', 'wal'))).some((n) => n.endsWith('.wal')));
+    const restarted = await Logger.open({ instanceDir: dir, instanceId: 'crashed', handleSignals: false });
+    await restarted.stop();
+    assert.deepEqual(await storedTimes(restarted), range(300));
+    assert.deepEqual(
+      (await readdir(join(dir, 'crashed', 'wal'))).filter((n) => n.endsWith('.wal')),
+      [],
+      'committed: the log is empty',
+    );
+    // A second restart finds nothing left to replay.
+    const again = await Logger.open({ instanceDir: dir, instanceId: 'crashed', handleSignals: false });
+    await again.stop();
+    assert.deepEqual(await storedTimes(again), range(300));
+  });
+
+  it('replays only the rows a table does not have yet, by the position its commits record', async () => {
+    const root = join(dir, 'partial');
+    // An earlier process logged three requests (rows 0-29), then committed the first one and five
+    // rows of the second before it died.
+    const { wal } = await WriteAheadLog.open(join(root, 'wal'));
+    for await (const _ of wal.replay());
+    for (let r = 0; r < 3; r++) {
+      await wal.append([{ table: 'logs', day: today(), batch: logBatch(10, r * 10) }], () => {});
+    }
+    await wal.close();
+    const table = await DeltaTable.createOrOpen(
+      join(root, 'staging', 'days', today(), 'otel', 'logs'),
+      SCHEMAS.logs,
+    );
+    await table.append(logBatch(15, 0), { txn: { appId: wal.appId, version: 15 } });
+    await table.close();
+    const logger = await Logger.open({ instanceDir: dir, instanceId: 'partial', handleSignals: false });
+    await logger.stop();
+    assert.deepEqual(await storedTimes(logger), range(30), 'rows 15-29 replayed, none twice');
+    const after = await DeltaTable.open(join(root, 'staging', 'days', today(), 'otel', 'logs'));
+    assert.equal(after.txnVersion(wal.appId), 30);
+  });
+
+  it('a request is stored whole or not at all across the tables it feeds', async () => {
+    const logger = await Logger.open({
+      instanceDir: dir,
+      instanceId: 'whole',
+      handleSignals: false,
+      options: { producer_config: { max_queue_size: 10, block_timeout_s: 0 } },
+    });
+    // 300 requests of 3 spans and 3 log rows each against a queue of 10 that the aggregator
+    // drains meanwhile: many are refused, and each is stored entirely or not at all.
+    const outcomes = await Promise.all(
+      range(300).map((r) =>
+        logger.ingestRequest({
+          logs: { batch: logBatch(3, r * 10) },
+          spans: { batch: spanBatch(3, r * 10) },
+        }),
+      ),
+    );
+    const accepted = range(300).filter((r) => outcomes[r]!.outcome === 'accepted');
+    assert.ok(accepted.length > 0 && accepted.length < 300, `${accepted.length} of 300 accepted`);
+    assert.ok(outcomes.every((o) => o.outcome === 'accepted' || o.outcome === 'queue_full'));
+    await logger.stop();
+    const expected = accepted.flatMap((r) => range(3, r * 10));
+    assert.deepEqual(await storedTimes(logger), expected);
+    const spans = await logger.readSpans({ maxRows: 1_000_000, select: ['start_time_unix_nano'] });
+    assert.deepEqual(
+      spans.map((s) => Number(s['start_time_unix_nano'])).sort((a, b) => a - b),
+      expected,
+    );
+  });
+
+  it('with 5,000 concurrent ingestLog calls the queue never holds more than max_queue_size', async () => {
+    const logger = await Logger.open({
+      instanceDir: dir,
+      instanceId: 'bound',
+      handleSignals: false,
+      options: { ...HOLD, producer_config: { max_queue_size: 10, drop_policy: 'drop_newest' } },
+    });
+    const results = await Promise.all(range(5000).map((i) => logger.ingestLog(logRow(i))));
+    const accepted = results.filter(([ok]) => ok).length;
+    assert.equal(accepted, 10);
+    assert.ok(results.filter(([ok]) => !ok).every(([, reason]) => reason === 'queue_full'));
+    assert.equal(logger.stats().producer.queue_depth, 10);
+    await logger.stop();
+    assert.equal((await storedTimes(logger)).length, 10);
+  });
+
+  it('stop with flush "none" keeps the queued rows in the log: the next start writes them', async () => {
+    const logger = await Logger.open({
+      instanceDir: dir,
+      instanceId: 'none',
+      handleSignals: false,
+      options: HOLD,
+    });
+    await Promise.all(range(50).map((i) => logger.ingestLog(logRow(i))));
+    await logger.stop({ flush: 'none' });
+    assert.deepEqual(await storedTimes(logger), []);
+    assert.equal(logger.stats().producer.dropped['stopped_unflushed'], undefined, 'nothing dropped');
+    const next = await Logger.open({ instanceDir: dir, instanceId: 'none', handleSignals: false });
+    await next.stop();
+    assert.deepEqual(await storedTimes(next), range(50));
+  });
+});
+
+describe('durability "memory"', () => {
+  it('keeps no log, and loses what is queued on a crash (the documented window)', async () => {
+    const options: PartialOptions = { ...HOLD, durability: 'memory' };
+    const logger = await Logger.open({ instanceDir: dir, instanceId: 'mem', handleSignals: false, options });
+    await Promise.all(range(20).map((i) => logger.ingestLog(logRow(i))));
+    assert.equal(existsSync(join(dir, 'mem', 'wal')), false);
+    assert.equal(logger.stats().wal, null);
+    await cp(join(dir, 'mem'), join(dir, 'mem-crashed'), { recursive: true });
+    await logger.stop();
+    assert.deepEqual(await storedTimes(logger), range(20), 'a clean stop writes them');
+    const restarted = await Logger.open({
+      instanceDir: dir,
+      instanceId: 'mem-crashed',
+      handleSignals: false,
+    });
+    await restarted.stop();
+    assert.deepEqual(await storedTimes(restarted), [], 'the crash lost the queued rows');
+  });
+});

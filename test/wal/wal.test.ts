@@ -1,0 +1,243 @@
+import assert from 'node:assert/strict';
+import { mkdtemp, open, readdir, rm, stat, truncate, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { BatchBuilder, packBatch, unpackBatch } from '../../src/delta/batch.ts';
+import { SCHEMAS, type TableName } from '../../src/schema/tables.ts';
+import { type LoggedEntry, type WalEntry, WriteAheadLog } from '../../src/wal/wal.ts';
+
+const names = SCHEMAS.logs.columns.map((c) => c.name);
+
+/** `n` log rows whose time_unix_nano are `from`, `from + 1`, ... */
+function entry(n: number, from: number, table: TableName = 'logs', day = '2026-11-24'): WalEntry {
+  const b = new BatchBuilder(SCHEMAS[table], n);
+  for (let i = 0; i < n; i++) {
+    const row: Record<string, unknown> = {
+      project_id: 'p',
+      event_ts: 1n,
+      time_unix_nano: BigInt(from + i),
+      body: `row ${from + i} ✓`,
+    };
+    b.pushValues(SCHEMAS[table].columns.map((c) => row[c.name] ?? null));
+  }
+  return { table, day, batch: packBatch(b.finish()) };
+}
+
+/** The time_unix_nano values of a logged entry. */
+function times(e: { batch: WalEntry['batch'] }): bigint[] {
+  const col = unpackBatch(e.batch, names).columns['time_unix_nano']!;
+  assert.ok(col.kind === 'long');
+  return [...col.values];
+}
+
+async function replayAll(wal: WriteAheadLog): Promise<LoggedEntry[]> {
+  const out: LoggedEntry[] = [];
+  for await (const e of wal.replay()) out.push(e);
+  return out;
+}
+
+async function segments(dir: string): Promise<string[]> {
+  return (await readdir(dir)).filter((n) => n.endsWith('.wal')).sort();
+}
+
+let root: string;
+before(async () => {
+  root = await mkdtemp(join(tmpdir(), 'otelake-wal-'));
+});
+after(async () => {
+  await rm(root, { recursive: true, force: true });
+});
+
+describe('WriteAheadLog', () => {
+  it('numbers rows, calls onDurable in log order, and replays every record after a restart', async () => {
+    const dir = join(root, 'roundtrip');
+    const { wal } = await WriteAheadLog.open(dir);
+    assert.deepEqual(await replayAll(wal), []);
+    const seen: number[][] = [];
+    // Concurrent appends: one sync serves those that arrive while the previous write runs.
+    await Promise.all(
+      Array.from({ length: 50 }, (_, i) =>
+        wal.append([entry(3, i * 10), entry(1, i * 10 + 5, 'spans')], (logged) => {
+          seen.push(logged.map((e) => e.seq));
+        }),
+      ),
+    );
+    assert.deepEqual(
+      seen,
+      Array.from({ length: 50 }, (_, i) => [i * 4, i * 4 + 3]),
+      'sequence numbers follow the order of the appends',
+    );
+    assert.ok(
+      wal.stats().groups_written < 50,
+      `group commit: ${wal.stats().groups_written} writes for 50 appends`,
+    );
+    assert.equal(wal.pendingRows, 200);
+    // Closed with rows pending (never committed): the log stays for the next start.
+    await wal.close();
+    const again = await WriteAheadLog.open(dir);
+    assert.equal(again.wal.appId, wal.appId, 'the epoch survives a restart');
+    const replayed = await replayAll(again.wal);
+    assert.equal(replayed.length, 100);
+    assert.deepEqual(
+      replayed.filter((e) => e.table === 'logs').map((e) => [e.seq, e.day, ...times(e)]),
+      Array.from({ length: 50 }, (_, i) => [
+        i * 4,
+        '2026-11-24',
+        ...[0, 1, 2].map((k) => BigInt(i * 10 + k)),
+      ]),
+    );
+    const body = unpackBatch(replayed[0]!.batch, names).columns['body']!;
+    assert.ok(body.kind === 'utf8');
+    assert.equal(Buffer.from(body.bytes).toString(), 'row 0 ✓row 1 ✓row 2 ✓');
+    // New rows are numbered after the replayed ones.
+    const next: number[] = [];
+    await again.wal.append([entry(2, 1000)], (l) => next.push(l[0]!.seq));
+    assert.deepEqual(next, [200]);
+    await again.wal.close();
+  });
+
+  it('refuses appends before the rows of an earlier process are replayed', async () => {
+    const dir = join(root, 'order');
+    const { wal } = await WriteAheadLog.open(dir);
+    await wal.append([entry(1, 0)], () => {});
+    await wal.close();
+    const again = (await WriteAheadLog.open(dir)).wal;
+    await assert.rejects(
+      again.append([entry(1, 1)], () => {}),
+      /replay/,
+    );
+    await replayAll(again);
+    await again.append([entry(1, 1)], () => {});
+    await again.close();
+  });
+
+  it('deletes a segment once all its rows are released, and the whole log on a clean close', async () => {
+    const dir = join(root, 'release');
+    const { wal } = await WriteAheadLog.open(dir, { segmentBytes: 4096 });
+    await replayAll(wal);
+    const logged: LoggedEntry[] = [];
+    for (let i = 0; i < 12; i++) await wal.append([entry(20, i * 20)], (l) => logged.push(...l));
+    const before = await segments(dir);
+    assert.ok(before.length >= 3, `rotated into ${before.length} segments`);
+    // Release all but the last entry: every closed segment goes, the active one stays.
+    for (const e of logged.slice(0, -1)) wal.release(e.seq, e.batch.numRows);
+    await new Promise((r) => setTimeout(r, 50));
+    const left = await segments(dir);
+    assert.ok(left.length < before.length, `${left.length} segments left of ${before.length}`);
+    assert.equal(wal.pendingRows, 20);
+    const last = logged.at(-1)!;
+    wal.release(last.seq, 20);
+    await wal.close();
+    assert.deepEqual(await segments(dir), [], 'nothing pending: no segment kept');
+  });
+
+  it('replays a segment up to a torn or corrupt record, never past it', async () => {
+    const dir = join(root, 'torn');
+    const { wal } = await WriteAheadLog.open(dir);
+    for (let i = 0; i < 3; i++) await wal.append([entry(5, i * 5)], () => {});
+    await wal.close();
+    const [name] = await segments(dir);
+    const path = join(dir, name!);
+    const size = (await stat(path)).size;
+    // A crash in the middle of the third write: its record is cut short.
+    await truncate(path, size - 7);
+    let again = (await WriteAheadLog.open(dir)).wal;
+    assert.deepEqual(
+      (await replayAll(again)).map((e) => e.seq),
+      [0, 5],
+    );
+    await again.close();
+    // A flipped byte inside the second record: its CRC fails, and replay ends before it.
+    const fh = await open(path, 'r+');
+    await fh.write(Buffer.from([0xff]), 0, 1, Math.floor((size - 7) / 2) + 40);
+    await fh.close();
+    again = (await WriteAheadLog.open(dir)).wal;
+    const seqs = (await replayAll(again)).map((e) => e.seq);
+    assert.ok(seqs.length < 2 && seqs.every((s) => s === 0), `replayed ${JSON.stringify(seqs)}`);
+    await again.close();
+  });
+
+  it('moves a segment with an unreadable header aside, and drops an empty one left by a crash', async () => {
+    const dir = join(root, 'damaged');
+    const { wal } = await WriteAheadLog.open(dir);
+    await wal.append([entry(2, 0)], () => {});
+    await wal.close();
+    await writeFile(
+      join(dir, '000000000005.wal'),
+      Buffer.from('garbage that is not a header, long enough to be read'),
+    );
+    await writeFile(join(dir, '000000000009.wal'), Buffer.alloc(10));
+    const { wal: again, damaged } = await WriteAheadLog.open(dir);
+    assert.deepEqual(damaged, [join(dir, 'damaged', '000000000005.wal')]);
+    assert.deepEqual(await segments(dir), ['000000000001.wal']);
+    assert.deepEqual(
+      (await replayAll(again)).map((e) => times(e)),
+      [[0n, 1n]],
+    );
+    await again.close();
+  });
+
+  it('reads logged rows back by sequence range', async () => {
+    const dir = join(root, 'read');
+    const { wal } = await WriteAheadLog.open(dir);
+    await replayAll(wal);
+    const logged: LoggedEntry[] = [];
+    await wal.append([entry(4, 0), entry(3, 100, 'spans')], (l) => logged.push(...l));
+    await wal.append([entry(6, 10)], (l) => logged.push(...l));
+    const back = await wal.read('logs', '2026-11-24', [
+      { seq: 1, rows: 3 },
+      { seq: 7, rows: 2 },
+    ]);
+    assert.deepEqual(
+      back.map((b) => times(b).slice(b.from, b.to)),
+      [
+        [1n, 2n, 3n],
+        [10n, 11n],
+      ],
+    );
+    await assert.rejects(wal.read('logs', '2026-11-24', [{ seq: 500, rows: 1 }]), /no longer/);
+    for (const e of logged) wal.release(e.seq, e.batch.numRows);
+    await wal.close();
+  });
+
+  it('a failed write is cut off the segment: it is refused and never replayed', async () => {
+    const dir = join(root, 'fail');
+    const { wal } = await WriteAheadLog.open(dir);
+    await replayAll(wal);
+    await wal.append([entry(2, 0)], () => {});
+    // The next write stops half way, as on a full disk: part of the record is in the file.
+    type Writev = (buffers: Uint8Array[], position: number) => Promise<unknown>;
+    const active = (wal as unknown as { active: { fh: { writev: Writev } } }).active;
+    const real = active.fh.writev;
+    active.fh.writev = async (buffers, position) => {
+      await real.call(active.fh, buffers.slice(0, 2), position);
+      throw Object.assign(new Error('ENOSPC: no space left on device'), { code: 'ENOSPC' });
+    };
+    await assert.rejects(
+      wal.append([entry(3, 10)], () => assert.fail('not durable')),
+      /ENOSPC/,
+    );
+    assert.match(wal.stats().last_error?.message ?? '', /ENOSPC/);
+    active.fh.writev = real;
+    await wal.append([entry(1, 20)], () => {});
+    assert.equal(wal.stats().last_error, null, 'a later write succeeds and clears the error');
+    // A crash right after a failed write: what it left in the file is not replayed.
+    await wal.append([entry(3, 30)], () => {});
+    active.fh.writev = async (buffers, position) => {
+      await real.call(active.fh, buffers.slice(0, 2), position);
+      throw Object.assign(new Error('EIO: i/o error'), { code: 'EIO' });
+    };
+    await assert.rejects(
+      wal.append([entry(3, 40)], () => {}),
+      /EIO/,
+    );
+    await wal.close();
+    const again = (await WriteAheadLog.open(dir)).wal;
+    assert.deepEqual(
+      (await replayAll(again)).map((e) => times(e)),
+      [[0n, 1n], [20n], [30n, 31n, 32n]],
+    );
+    await again.close();
+  });
+});
