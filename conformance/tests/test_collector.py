@@ -369,12 +369,12 @@ def test_ids_attributes_and_types_of_a_sample(fanout):
 
 # --- 503 from a tiny queue, and the Collector's retries -----------------------------------------
 
-RETRIED = Load(traces=100, child_spans=2, logs=400, points=40)
-# A queue of 256 rows, written in batches of 32: ten Collector consumers sending up to 64 items
-# (128 rows with their links) each find it full and get 503 with Retry-After.
+RETRIED = Load(traces=100, child_spans=2, logs=1000, points=40)
+# A queue of 128 rows, written in batches of 16: ten Collector consumers sending up to 50 items
+# (100 rows with their links) each find it full and get 503 with Retry-After.
 TINY_QUEUE = {
-    "producer_config": {"max_queue_size": 256, "block_timeout_s": 0.01},
-    "aggregator_config": {"max_batch_rows": 32, "min_batch_rows": 32, "max_age_s": 0.05},
+    "producer_config": {"max_queue_size": 128, "block_timeout_s": 0.01},
+    "aggregator_config": {"max_batch_rows": 16, "min_batch_rows": 16, "max_age_s": 0.05},
 }
 
 
@@ -383,7 +383,7 @@ def test_a_full_queue_answers_503_and_the_retries_land_exactly_once(tools, tmp_p
     p = project("proto", "gzip")
     with otelake_server(tmp_path, "tiny", TINY_QUEUE) as server:
         exporters = {"otlp_http/tiny": exporter(server.url, "proto", "gzip", p)}
-        batch = {"send_batch_size": 64, "send_batch_max_size": 64, "timeout": "50ms"}
+        batch = {"send_batch_size": 50, "send_batch_max_size": 50, "timeout": "50ms"}
         with collector(collector_bin, tmp_path, exporters, batch) as (port, log):
             RETRIED.send(telemetrygen_bin, port)
             deliver(server, log, sum(RETRIED.rows().values()))
