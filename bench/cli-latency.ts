@@ -157,7 +157,10 @@ try {
   rows.push(['otelake --version', await measure('--version', both(['--version']), 0)]);
   rows.push(['otelake --help', await measure('--help', both(['--help']), 0)]);
   rows.push(['otelake init (existing instance)', await measure('init', both(['init']), 0)]);
-  rows.push(['otelake status (server found from the instance)', await measure('status', both(['status']), 0)]);
+  rows.push([
+    'otelake status (server found from the instance)',
+    await measure('status', both(['status']), 0),
+  ]);
   rows.push([
     'otelake view -t logs (20 rows, newest 10)',
     await measure('view', both(['view', '-t', 'logs']), 0),
@@ -185,17 +188,7 @@ try {
 
 console.log(`otelake CLI latency, ${RUNS} runs per command and setting (wall ms; CPU ms = mean per run)`);
 console.log(`node ${process.version}, ${process.platform}/${process.arch}\n`);
-const header = [
-  'command',
-  'median',
-  'p90',
-  'min',
-  'max',
-  'CPU',
-  'no cache: median',
-  'p90',
-  'CPU',
-];
+const header = ['command', 'median', 'p90', 'min', 'max', 'CPU', 'no cache: median', 'p90', 'CPU'];
 const table = rows.map(([name, r]) => {
   const a = r['cache']!;
   const b = r['no cache'];

@@ -7,6 +7,7 @@ import { readFile, stat, utimes } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { stripVTControlCharacters } from 'node:util';
 import { alive, freePort, killQuietly, LAUNCHER, tempDir, waitFor } from './helpers.ts';
 
 function startForeground(
@@ -110,7 +111,7 @@ describe('start --foreground', () => {
     await waitFor('the refusal in the log', async () => /refused POST/.test(text));
     process.kill(server, 'SIGINT');
     await exited(term as ChildProcessWithoutNullStreams);
-    const plain = text.replace(/\u001b\[[0-9;]*m/g, '');
+    const plain = stripVTControlCharacters(text);
     assert.match(plain, /^\[\d\d:\d\d:\d\d\.\d{3}\] INFO: otelake 0\.1\.1 listening on/m);
     assert.match(
       plain,
