@@ -16,11 +16,11 @@
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Logger } from '../src/index.ts';
+import { freePort } from '../test/cli/helpers.ts';
 
 const RUNS = Number(process.argv[2] ?? 15);
 const LAUNCHER = fileURLToPath(new URL('../bin/otelake.js', import.meta.url));
@@ -62,15 +62,6 @@ function run(args: string[], cwd: string, env: Record<string, string> = {}): Pro
 
 const otelake = (args: string[], cwd: string, env?: Record<string, string>) =>
   run([LAUNCHER, ...args], cwd, env);
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((ok) => server.listen(0, '127.0.0.1', ok));
-  const address = server.address();
-  await new Promise<void>((ok) => server.close(() => ok()));
-  if (typeof address !== 'object' || address === null) throw new Error('no port');
-  return address.port;
-}
 
 interface Figures {
   median: number;

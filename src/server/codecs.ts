@@ -143,6 +143,18 @@ const LZ4_MAGIC = 0x184d2204;
 const LZ4_SKIPPABLE = 0x184d2a50; // to 0x184d2a5f
 const LZ4_BLOCK_MAX = [0, 0, 0, 0, 64 << 10, 256 << 10, 1 << 20, 4 << 20];
 
+/** An LZ4 length of 15 or more goes on in the next bytes while they are 255: [length, next index]. */
+function lz4Length(b: Uint8Array, i: number, end: number, length: number): [number, number] {
+  if (length !== 15) return [length, i];
+  let x: number;
+  do {
+    if (i >= end) throw corrupt('lz4 block');
+    x = b[i++]!;
+    length += x;
+  } while (x === 255);
+  return [length, i];
+}
+
 /**
  * The number of bytes one compressed LZ4 block decodes to, read from its sequences (literal and
  * match lengths) without decoding it; stops counting once past `max`.
@@ -153,29 +165,15 @@ function lz4BlockLength(b: Uint8Array, start: number, end: number, max: number):
   for (;;) {
     if (i >= end) throw corrupt('lz4 block');
     const token = b[i++]!;
-    let literals = token >> 4;
-    if (literals === 15) {
-      let x: number;
-      do {
-        if (i >= end) throw corrupt('lz4 block');
-        x = b[i++]!;
-        literals += x;
-      } while (x === 255);
-    }
+    let literals: number;
+    [literals, i] = lz4Length(b, i, end, token >> 4);
     i += literals;
     out += literals;
     if (i === end) return out; // the last sequence has literals only
     if (i + 2 > end) throw corrupt('lz4 block');
     i += 2; // match offset
-    let match = token & 15;
-    if (match === 15) {
-      let x: number;
-      do {
-        if (i >= end) throw corrupt('lz4 block');
-        x = b[i++]!;
-        match += x;
-      } while (x === 255);
-    }
+    let match: number;
+    [match, i] = lz4Length(b, i, end, token & 15);
     out += match + 4;
     if (out > max) return out;
   }
