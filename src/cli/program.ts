@@ -37,7 +37,7 @@ export interface StopFlags extends InstanceFlags {
   force: boolean;
 }
 export interface StatusFlags extends InstanceFlags {
-  /** With --port absent: 127.0.0.1. Neither given: the instance's recorded server, else 127.0.0.1:4318. */
+  /** Neither given: the instance's recorded server. Else one not given: the instance's server_config. */
   host?: string;
   port?: number;
   timeout: number;

@@ -170,6 +170,7 @@ export function renderHealth(health: Json, url: string, now = Date.now(), width 
  * specified), with a note for the error when no server of the instance was recorded.
  */
 async function target(flags: StatusFlags): Promise<{ url: string; unrecorded?: string }> {
+  if (flags.host !== undefined && flags.port !== undefined) return { url: baseUrl(flags.host, flags.port) };
   const layout = new InstanceLayout(flags.dir, flags.instanceId);
   if (flags.host === undefined && flags.port === undefined) {
     const recorded = await liveServerAddress(layout.addressFile);
