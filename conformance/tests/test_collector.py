@@ -28,8 +28,7 @@ import deltalake
 import polars as pl
 import pytest
 
-from conftest import ROOT
-from otelake_server import free_port, get_json, otelake_server
+from conftest import ROOT, free_port, get_json, otelake_process
 
 BUILDER = "go.opentelemetry.io/collector/cmd/builder@v0.165.0"
 TELEMETRYGEN = "github.com/open-telemetry/opentelemetry-collector-contrib/cmd/telemetrygen@v0.161.0"
@@ -246,7 +245,7 @@ FANOUT = Load(traces=20, child_spans=2, logs=50, points=10)
 def fanout(tools, tmp_path_factory):
     collector_bin, telemetrygen_bin = tools
     data = tmp_path_factory.mktemp("otelake-collector")
-    with otelake_server(data, "collector") as server:
+    with otelake_process(data, "collector") as server:
         exporters = {f"otlp_http/{e}-{c}": exporter(server.url, e, c, project(e, c)) for e, c in SCENARIOS}
         with collector(collector_bin, data, exporters) as (port, log):
             FANOUT.send(telemetrygen_bin, port)
@@ -381,7 +380,7 @@ TINY_QUEUE = {
 def test_a_full_queue_answers_503_and_the_retries_land_exactly_once(tools, tmp_path):
     collector_bin, telemetrygen_bin = tools
     p = project("proto", "gzip")
-    with otelake_server(tmp_path, "tiny", TINY_QUEUE) as server:
+    with otelake_process(tmp_path, "tiny", TINY_QUEUE) as server:
         exporters = {"otlp_http/tiny": exporter(server.url, "proto", "gzip", p)}
         batch = {"send_batch_size": 50, "send_batch_max_size": 50, "timeout": "50ms"}
         with collector(collector_bin, tmp_path, exporters, batch) as (port, log):

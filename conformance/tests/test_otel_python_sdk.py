@@ -26,25 +26,14 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.metrics import Observation
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode, set_span_in_context
 
-from otelake_server import get_json, otelake_server
+from conftest import get_json, otelake_server, wait_written
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """An otelake server on a free loopback port, started as a user would start it."""
-    with otelake_server(tmp_path_factory.mktemp("otelake-python-sdk"), "pysdk") as running:
-        yield running.url
-        running.stop()
-
-
-def wait_written(url: str, rows: int, timeout: float = 30) -> None:
-    deadline = time.time() + timeout
-    while True:
-        written = get_json(f"{url}/healthz")["aggregator"]["rows_written"]
-        if written >= rows:
-            return
-        assert time.time() < deadline, f"only {written} of {rows} rows written"
-        time.sleep(0.05)
+    with otelake_server(tmp_path_factory.mktemp("otelake-python-sdk"), "pysdk") as url:
+        yield url
 
 
 def read(url: str, path: str, project: str) -> list:

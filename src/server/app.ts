@@ -93,6 +93,7 @@ export async function buildServer(logger: Logger, opts: BuildServerOptions = {})
         max: ms(loopDelay.max),
       },
       ...logger.stats(),
+      reads: reads.stats(),
     };
   });
 
@@ -103,6 +104,6 @@ export async function buildServer(logger: Logger, opts: BuildServerOptions = {})
     defaultProjectId: server.default_project_id,
     ...(opts.ingestWaitMs === undefined ? {} : { ingestWaitMs: opts.ingestWaitMs }),
   });
-  registerReadRoutes(app, logger);
+  const reads = registerReadRoutes(app, logger);
   return app;
 }

@@ -75,6 +75,12 @@ export interface ServerConfig {
    * the event loop.
    */
   decode_workers: number | null;
+  /** Reads answered at once by /api/*; more get 503 with Retry-After. */
+  max_concurrent_reads: number;
+  /** Largest /api/* answer: it ends early (saying so) before it would exceed this. */
+  read_response_limit_bytes: number;
+  /** String values longer than this are cut to this many characters in /api/* answers. */
+  read_field_limit_chars: number;
 }
 
 export interface LoggerOptions {
@@ -129,6 +135,9 @@ export function defaultOptions(): LoggerOptions {
       body_limit_bytes: 64 * 1024 * 1024,
       default_project_id: 'default',
       decode_workers: null,
+      max_concurrent_reads: 4,
+      read_response_limit_bytes: 64 * 1024 * 1024,
+      read_field_limit_chars: 1024 * 1024,
     },
   };
 }
@@ -221,6 +230,15 @@ export function validateOptions(o: LoggerOptions): void {
   check(
     v.decode_workers === null || (Number.isInteger(v.decode_workers) && v.decode_workers >= 0),
     'server_config.decode_workers: expected null (one per core) or an integer >= 0',
+  );
+  check(isPosInt(v.max_concurrent_reads), 'server_config.max_concurrent_reads: expected a positive integer');
+  check(
+    Number.isSafeInteger(v.read_response_limit_bytes) && v.read_response_limit_bytes >= 4096,
+    'server_config.read_response_limit_bytes: expected an integer >= 4096',
+  );
+  check(
+    isPosInt(v.read_field_limit_chars),
+    'server_config.read_field_limit_chars: expected a positive integer',
   );
 }
 
