@@ -115,5 +115,11 @@ export function buildProgram(): Command {
     .option('--date-to <YYYY-MM-DD>', 'last UTC day to read, inclusive', parseDay)
     .action(async (flags: ViewFlags) => (await import('./view.ts')).viewCommand(flags));
 
+  instanceOptions(program.command('check'), 'to check')
+    .description(
+      'validate every table of an instance (log, checkpoints, data files) and say how to repair damage',
+    )
+    .action(async (flags: InstanceFlags) => (await import('./check.ts')).checkCommand(flags));
+
   return program;
 }

@@ -165,7 +165,8 @@ export async function viewCommand(flags: ViewFlags): Promise<void> {
       ...(flags.dateTo ? { dateTo: flags.dateTo } : {}),
     });
   } catch (err) {
-    if (err instanceof read.StorageUnavailableError) throw new CliError(err.message);
+    if (err instanceof read.StorageUnavailableError || err instanceof read.DamagedTableError)
+      throw new CliError(err.message);
     if (err instanceof TypeError) throw new UsageError(err.message);
     throw err;
   } finally {

@@ -5,8 +5,10 @@
 import { readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { commitFileName, LOG_DIR } from '../delta/actions.ts';
+import { dataFileProblems } from '../delta/check.ts';
 import { compareCodePoints, type FileStats } from '../delta/stats.ts';
-import { DeltaTable, listLog } from '../delta/table.ts';
+import { DeltaLogError, DeltaTable, listLog } from '../delta/table.ts';
+import type { TableName } from '../schema/tables.ts';
 import { readDayPhases } from '../storage/days-index.ts';
 import type { InstanceLayout } from '../storage/layout.ts';
 import { validateDay } from '../storage/layout.ts';
@@ -34,6 +36,27 @@ export class StorageUnavailableError extends TypeError {
     super(message);
     this.name = 'StorageUnavailableError';
     this.missing = missing;
+  }
+}
+
+/**
+ * A day's table cannot be read: its Delta log or one of its data files is damaged. Reads of other
+ * tables and days are not affected.
+ */
+export class DamagedTableError extends Error {
+  readonly table: TableName;
+  readonly day: string;
+  /** What is damaged. */
+  readonly reason: string;
+  constructor(table: TableName, day: string, reason: string) {
+    super(
+      `the ${table} table of ${day} is damaged: ${reason}. Other days read normally (narrow the date ` +
+        'range to leave it out); `otelake check` says how to repair it',
+    );
+    this.name = 'DamagedTableError';
+    this.table = table;
+    this.day = day;
+    this.reason = reason;
   }
 }
 
@@ -228,8 +251,31 @@ export async function listTableFiles(dir: string, filters: readonly RowFilter[] 
 /** Every live file the query may need, over all days of its range. */
 export async function resolveFiles(layout: InstanceLayout, q: NormalizedQuery): Promise<FileEntry[]> {
   const days = await resolveDays(layout, q);
-  const perDay = await Promise.all(days.map((d) => listTableFiles(d.dir!, q.filters)));
+  const perDay = await Promise.all(
+    days.map((d) =>
+      listTableFiles(d.dir!, q.filters).catch((err: unknown) => {
+        throw err instanceof DeltaLogError ? new DamagedTableError(q.table, d.day, err.message) : err;
+      }),
+    ),
+  );
   return perDay.flat();
+}
+
+/**
+ * After a scan failed: the first damaged data file of the query's tables (missing, of another size
+ * than logged, unreadable footer, another row count), as a DamagedTableError; null when all are sound.
+ */
+export async function findDamagedFile(
+  layout: InstanceLayout,
+  q: NormalizedQuery,
+): Promise<DamagedTableError | null> {
+  for (const d of await resolveDays(layout, q)) {
+    const table = await DeltaTable.open(d.dir!);
+    for (const problem of (await dataFileProblems(table)).values()) {
+      return new DamagedTableError(q.table, d.day, problem);
+    }
+  }
+  return null;
 }
 
 /**

@@ -1,6 +1,7 @@
 // The read path's public API (library, HTTP /api endpoints, CLI viewer).
 export {
   closeReadWorkers,
+  DamagedTableError,
   type FileEntry,
   filtersOf,
   isoFromMicros,

@@ -8,12 +8,12 @@ import type { Row, TableName } from '../schema/tables.ts';
 import type { InstanceLayout } from '../storage/layout.ts';
 import { siblingModule, WorkerPool } from '../storage/worker-pool.ts';
 import { rowsFromIpc } from './arrow-rows.ts';
-import { type FileEntry, pruneForNewest, resolveFiles } from './files.ts';
+import { type FileEntry, findDamagedFile, pruneForNewest, resolveFiles } from './files.ts';
 import { type NormalizedQuery, normalizeQuery, type ReadQuery } from './filters.ts';
 import type { QueryResult, QueryTask } from './query-worker.ts';
 
 export type { FileEntry } from './files.ts';
-export { StorageUnavailableError } from './files.ts';
+export { DamagedTableError, StorageUnavailableError } from './files.ts';
 export type { NormalizedQuery, ReadQuery, RowFilter, Storage } from './filters.ts';
 export { filtersOf, normalizeQuery, STORAGES, validateQuery } from './filters.ts';
 export { isoFromMicros, type JsonValue, rowToJson } from './json.ts';
@@ -117,7 +117,10 @@ export async function readTable(
     try {
       return await runInWorker(q, await resolveFiles(layout, q));
     } catch (err) {
-      if (attempt >= MAX_ATTEMPTS || !isVanishedFile(err)) throw err;
+      if (attempt >= MAX_ATTEMPTS || !isVanishedFile(err)) {
+        // A file of the log missing or damaged for good: say which table and day.
+        throw (await findDamagedFile(layout, q).catch(() => null)) ?? err;
+      }
       await new Promise((r) => setTimeout(r, 5 * attempt));
     }
   }

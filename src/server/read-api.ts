@@ -3,7 +3,13 @@
 
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { Logger } from '../index.ts';
-import { type ReadQuery, rowToJson, StorageUnavailableError, validateQuery } from '../read/index.ts';
+import {
+  DamagedTableError,
+  type ReadQuery,
+  rowToJson,
+  StorageUnavailableError,
+  validateQuery,
+} from '../read/index.ts';
 import type { TableName } from '../schema/tables.ts';
 import { validateDay } from '../storage/layout.ts';
 import { OPENAPI_DOCUMENT, READ_ROUTES } from './openapi.ts';
@@ -158,6 +164,12 @@ export function registerReadRoutes(app: FastifyInstance, logger: Logger): void {
         // The read path refuses what it cannot serve (e.g. storage=s3 without S3 settings).
         if (err instanceof StorageUnavailableError) {
           return sendError(reply, 400, err.message, { parameter: 'storage' });
+        }
+        if (err instanceof DamagedTableError) {
+          request.log.error(err.message);
+          return reply
+            .code(500)
+            .send({ error: 'Damaged Table', message: err.message, table: err.table, day: err.day });
         }
         if (err instanceof TypeError) return sendError(reply, 400, toHttpNames(err.message));
         throw err;
