@@ -6,7 +6,7 @@ import { readdir, stat } from 'node:fs/promises';
 import { relative } from 'node:path';
 import { checkTable, type TableCheck } from '../delta/check.ts';
 import { TABLE_NAMES } from '../schema/tables.ts';
-import { InstanceLayout, validateDay } from '../storage/layout.ts';
+import { InstanceLayout, isDay } from '../storage/layout.ts';
 import { CliError } from './errors.ts';
 import type { InstanceFlags } from './program.ts';
 
@@ -15,15 +15,6 @@ const isDirectory = (path: string) =>
     (s) => s.isDirectory(),
     () => false,
   );
-
-function isDay(name: string): boolean {
-  try {
-    validateDay(name);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 /** Every table folder of the instance, oldest day first, checked. */
 export async function checkInstance(layout: InstanceLayout): Promise<{ day: string; check: TableCheck }[]> {

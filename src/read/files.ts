@@ -11,7 +11,7 @@ import { DeltaLogError, DeltaTable, listLog } from '../delta/table.ts';
 import type { TableName } from '../schema/tables.ts';
 import { readDayPhases } from '../storage/days-index.ts';
 import type { InstanceLayout } from '../storage/layout.ts';
-import { validateDay } from '../storage/layout.ts';
+import { isDay } from '../storage/layout.ts';
 import type { NormalizedQuery, RowFilter } from './filters.ts';
 import { describeMissingS3, missingS3Settings } from './s3-env.ts';
 
@@ -62,15 +62,6 @@ export class DamagedTableError extends Error {
 
 /** Phases after which a day's tables exist in object storage. */
 const SHIPPED_PHASES = new Set(['uploaded', 'verified', 'cleaned']);
-
-function isDay(name: string): boolean {
-  try {
-    validateDay(name);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 async function listLocalDays(layout: InstanceLayout): Promise<string[]> {
   try {
