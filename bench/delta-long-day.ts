@@ -86,7 +86,10 @@ async function openAndRead(
     const t = await DeltaTable.open(dir);
     const t1 = performance.now();
     const paths = t.liveFilePaths();
-    const df = scanFiles('logs', paths).collectSync();
+    const df = scanFiles(
+      'logs',
+      paths.map((path, arrival) => ({ path, arrival })),
+    ).collectSync();
     const t2 = performance.now();
     rows = df.height;
     files = paths.length;

@@ -15,7 +15,14 @@ import {
   type TableWriter,
 } from './pipeline/aggregator.ts';
 import { Producer, type ProducerStats, type Queued, type Reservation } from './pipeline/producer.ts';
-import { DamagedTableError, type ReadQuery, readTable } from './read/query.ts';
+import {
+  DamagedTableError,
+  type ReadChunk,
+  type ReadQuery,
+  readTable,
+  type StreamOptions,
+  streamRows,
+} from './read/query.ts';
 import { type Row, SCHEMAS, TABLE_NAMES, type TableName } from './schema/tables.ts';
 import {
   RowNormalizer,
@@ -734,13 +741,25 @@ export class Logger {
 
   // ---- reads -------------------------------------------------------------------------------
 
-  /** Rows of one table, newest first (see ReadQuery); `returnAs: 'lazy'` gives a LazyDataFrame. */
-  read(table: TableName, query?: ReadQuery, opts?: { returnAs?: 'objects' }): Promise<Row[]>;
-  read(table: TableName, query: ReadQuery | undefined, opts: { returnAs: 'lazy' }): Promise<LazyDataFrame>;
+  /**
+   * Rows of one table, newest first (see ReadQuery); `returnAs: 'lazy'` gives a LazyDataFrame.
+   * Rows are collected in memory up to `maxBytes` (default 256 MiB; ReadLimitError beyond);
+   * aborting `signal` cancels the read.
+   */
+  read(
+    table: TableName,
+    query?: ReadQuery,
+    opts?: { returnAs?: 'objects'; signal?: AbortSignal },
+  ): Promise<Row[]>;
+  read(
+    table: TableName,
+    query: ReadQuery | undefined,
+    opts: { returnAs: 'lazy'; signal?: AbortSignal },
+  ): Promise<LazyDataFrame>;
   read(
     table: TableName,
     query: ReadQuery = {},
-    opts: { returnAs?: 'objects' | 'lazy' } = {},
+    opts: { returnAs?: 'objects' | 'lazy'; signal?: AbortSignal } = {},
   ): Promise<Row[] | LazyDataFrame> {
     return this.noteReadDamage(table, query, readTable(this.layout, table, query, opts));
   }
@@ -752,10 +771,44 @@ export class Logger {
       this.damaged.clearRead(table, query.dateFrom, query.dateTo);
       return out;
     } catch (err) {
-      if (err instanceof DamagedTableError && this.damaged.note(err.table, err.day, err.reason, 'read'))
-        this.logSink('error', err.message);
+      this.noteReadFailure(err);
       throw err;
     }
+  }
+
+  private noteReadFailure(err: unknown): void {
+    if (err instanceof DamagedTableError && this.damaged.note(err.table, err.day, err.reason, 'read'))
+      this.logSink('error', err.message);
+  }
+
+  /**
+   * The slices of rows of a read (see streamRows: each about `chunkBytes` of values, read when
+   * the loop asks for it), with the values cut and the bytes of each; the HTTP reads use it.
+   */
+  async *readChunks(
+    table: TableName,
+    query: ReadQuery = {},
+    opts: StreamOptions = {},
+  ): AsyncGenerator<ReadChunk, void, undefined> {
+    try {
+      yield* streamRows(this.layout, table, query, opts);
+    } catch (err) {
+      this.noteReadFailure(err);
+      throw err;
+    }
+    this.damaged.clearRead(table, query.dateFrom, query.dateTo);
+  }
+
+  /**
+   * Rows of one table in the same order, read a slice at a time as the loop takes them: memory
+   * holds one slice (about 4 MiB of values), whatever the size of the answer.
+   */
+  async *readStream(
+    table: TableName,
+    query: ReadQuery = {},
+    opts: { signal?: AbortSignal } = {},
+  ): AsyncGenerator<Row, void, undefined> {
+    for await (const chunk of this.readChunks(table, query, opts)) yield* chunk.rows;
   }
 
   readLogs<A extends ReadArgs>(q?: A): Promise<ReadOutput<A>> {
@@ -778,14 +831,17 @@ export class Logger {
   }
 
   private readWith<A extends ReadArgs>(table: TableName, q: A | undefined): Promise<ReadOutput<A>> {
-    const { returnAs, ...query } = q ?? {};
+    const { returnAs, signal, ...query } = q ?? {};
     // readTable checks returnAs (and rejects an invalid one).
-    const out = readTable(this.layout, table, query, { returnAs: returnAs ?? 'objects' });
+    const out = readTable(this.layout, table, query, {
+      returnAs: returnAs ?? 'objects',
+      ...(signal ? { signal } : {}),
+    });
     return this.noteReadDamage(table, query, out) as Promise<ReadOutput<A>>; // returnAs decides which
   }
 }
 
-export type ReadArgs = ReadQuery & { returnAs?: 'objects' | 'lazy' };
+export type ReadArgs = ReadQuery & { returnAs?: 'objects' | 'lazy'; signal?: AbortSignal };
 
 /** What a read helper resolves to: plain rows, or a LazyDataFrame with `returnAs: 'lazy'`. */
 export type ReadOutput<A extends ReadArgs> = A extends { returnAs: 'lazy' } ? LazyDataFrame : Row[];

@@ -2,6 +2,7 @@
 // "error: option '...' argument '...' is invalid. <reason>" and the CLI into exit code 2.
 
 import { InvalidArgumentError } from 'commander';
+import { nowUs, parseTimeBound, TIME_BOUND_FORMATS } from '../read/window.ts';
 import { validateDay, validateInstanceId } from '../storage/layout.ts';
 
 export function parsePort(value: string): number {
@@ -34,6 +35,16 @@ export function parseDay(value: string): string {
   } catch {
     throw new InvalidArgumentError('Expected a real UTC day as YYYY-MM-DD.');
   }
+}
+
+/** An event-time bound (`--since`, `--until`): checked here, resolved against now by the read. */
+export function parseTimeBoundFlag(value: string): string {
+  try {
+    parseTimeBound('value', value, nowUs());
+  } catch {
+    throw new InvalidArgumentError(`Expected ${TIME_BOUND_FORMATS}.`);
+  }
+  return value;
 }
 
 export function parseInstanceId(value: string): string {

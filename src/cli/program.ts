@@ -15,6 +15,7 @@ import {
   parsePort,
   parsePositiveInt,
   parseSeconds,
+  parseTimeBoundFlag,
 } from './args.ts';
 
 export interface InstanceFlags {
@@ -49,6 +50,9 @@ export interface ViewFlags extends InstanceFlags {
   select?: string[];
   dateFrom?: string;
   dateTo?: string;
+  since?: string;
+  until?: string;
+  follow: boolean;
 }
 
 function instanceOptions(cmd: Command, what: string): Command {
@@ -113,6 +117,17 @@ export function buildProgram(): Command {
     .option('-s, --select <column>', 'column to show (repeatable, or comma-separated)', collectColumns)
     .option('--date-from <YYYY-MM-DD>', 'first UTC day to read, inclusive', parseDay)
     .option('--date-to <YYYY-MM-DD>', 'last UTC day to read, inclusive', parseDay)
+    .option(
+      '--since <time>',
+      'rows with event_ts at or after this time: RFC 3339 (2026-11-20T08:00:00Z), a UTC day, or a duration back from now (15m, 2h, 1d)',
+      parseTimeBoundFlag,
+    )
+    .option(
+      '--until <time>',
+      'rows with event_ts before this time (same forms as --since)',
+      parseTimeBoundFlag,
+    )
+    .option('-f, --follow', 'keep printing rows as they are committed, oldest first, until Ctrl-C', false)
     .action(async (flags: ViewFlags) => (await import('./view.ts')).viewCommand(flags));
 
   instanceOptions(program.command('check'), 'to check')

@@ -13,6 +13,35 @@
 import { open, unlink } from 'node:fs/promises';
 import { ParquetFileError, readAt, readFooter } from './parquet-footer.ts';
 import {
+  CC_COLUMN_INDEX_LENGTH,
+  CC_COLUMN_INDEX_OFFSET,
+  CC_CRYPTO,
+  CC_FILE_OFFSET,
+  CC_FILE_PATH,
+  CC_META,
+  CC_OFFSET_INDEX_LENGTH,
+  CC_OFFSET_INDEX_OFFSET,
+  CM_BLOOM_OFFSET,
+  CM_DATA_PAGE_OFFSET,
+  CM_DICTIONARY_PAGE_OFFSET,
+  CM_INDEX_PAGE_OFFSET,
+  CM_TOTAL_COMPRESSED,
+  FMD_COLUMN_ORDERS,
+  FMD_ENCRYPTION,
+  FMD_KEY_VALUE,
+  FMD_NUM_ROWS,
+  FMD_ROW_GROUPS,
+  FMD_SCHEMA,
+  FMD_VERSION,
+  MAGIC,
+  OI_PAGE_LOCATIONS,
+  PL_OFFSET,
+  RG_COLUMNS,
+  RG_FILE_OFFSET,
+  RG_NUM_ROWS,
+  RG_ORDINAL,
+} from './parquet-format.ts';
+import {
   decodeStruct,
   encodeStruct,
   field,
@@ -24,40 +53,6 @@ import {
   type TList,
   type TStruct,
 } from './thrift.ts';
-
-const MAGIC = Buffer.from('PAR1');
-
-// FileMetaData
-const FMD_VERSION = 1;
-const FMD_SCHEMA = 2;
-const FMD_NUM_ROWS = 3;
-const FMD_ROW_GROUPS = 4;
-const FMD_KEY_VALUE = 5;
-const FMD_COLUMN_ORDERS = 7;
-const FMD_ENCRYPTION = 8;
-// RowGroup
-const RG_COLUMNS = 1;
-const RG_NUM_ROWS = 3;
-const RG_FILE_OFFSET = 5;
-const RG_ORDINAL = 7;
-// ColumnChunk
-const CC_FILE_PATH = 1;
-const CC_FILE_OFFSET = 2;
-const CC_META = 3;
-const CC_OFFSET_INDEX_OFFSET = 4;
-const CC_OFFSET_INDEX_LENGTH = 5;
-const CC_COLUMN_INDEX_OFFSET = 6;
-const CC_COLUMN_INDEX_LENGTH = 7;
-const CC_CRYPTO = 8;
-// ColumnMetaData
-const CM_TOTAL_COMPRESSED = 7;
-const CM_DATA_PAGE_OFFSET = 9;
-const CM_INDEX_PAGE_OFFSET = 10;
-const CM_DICTIONARY_PAGE_OFFSET = 11;
-const CM_BLOOM_OFFSET = 14;
-// OffsetIndex / PageLocation
-const OI_PAGE_LOCATIONS = 1;
-const PL_OFFSET = 1;
 
 /** Why a set of files is not joined here (the caller rewrites them). */
 export class NotConcatenable extends Error {}

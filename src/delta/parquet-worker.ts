@@ -4,9 +4,11 @@
 import { open, rename, stat, unlink } from 'node:fs/promises';
 import pl from 'nodejs-polars';
 import type { ColumnDef, TableSchema } from '../schema/tables.ts';
+import { diskFullNote, fsyncPath } from '../storage/files.ts';
 import { exposeGc, ReturnedInput, serveTasks } from '../storage/worker-pool.ts';
 import { Arena, type Batches, joinBatches, transferables } from './batch.ts';
 import { type CheckpointContent, encodeCheckpoint } from './checkpoint.ts';
+import { dropUnsoundColumnIndexes } from './column-index.ts';
 import { batchFrame } from './frame.ts';
 import { concatParquet, NotConcatenable } from './parquet-concat.ts';
 import { computeStats, type FileStats } from './stats.ts';
@@ -57,15 +59,6 @@ function sink(frame: pl.LazyDataFrame, path: string, zstdLevel: number, rowGroup
     .collectSync();
 }
 
-async function fsyncFile(path: string): Promise<void> {
-  const fh = await open(path, 'r');
-  try {
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
-}
-
 export interface WrittenFile {
   size: number;
   modificationTime: number;
@@ -76,8 +69,9 @@ export interface WrittenBatch extends WrittenFile {
 }
 
 async function finished(path: string, fsync: boolean): Promise<WrittenFile> {
+  await dropUnsoundColumnIndexes(path);
   // Synced before it is committed: a commit must never point at a file lost with the page cache.
-  if (fsync) await fsyncFile(path);
+  if (fsync) await fsyncPath(path);
   const st = await stat(path);
   return { size: st.size, modificationTime: Math.floor(st.mtimeMs) };
 }
@@ -112,7 +106,9 @@ serveTasks({
       return written;
     } catch (err) {
       // The batch came by transfer: hand its parts back so that the write can be retried.
-      throw new ReturnedInput((err as Error).message, task.batch, transferables(task.batch));
+      // Polars reports a write that ran out of room as "Invalid thrift: transport error".
+      const message = (err as Error).message + (await diskFullNote(task.path));
+      throw new ReturnedInput(message, task.batch, transferables(task.batch));
     }
   },
 

@@ -12,7 +12,14 @@
 // held here (building or being written) are bounded, so a slow or failing disk fills the queue and
 // the producer's drop policy applies: backpressure instead of unbounded memory.
 
-import { BatchBuilder, type Batches, type BatchPart, isIntact, sliceBatch } from '../delta/batch.ts';
+import {
+  BatchBuilder,
+  type Batches,
+  type BatchPart,
+  batchList,
+  isIntact,
+  sliceBatch,
+} from '../delta/batch.ts';
 import type { DataFile, TxnMark } from '../delta/table.ts';
 import { SCHEMAS, TABLE_NAMES, type TableName } from '../schema/tables.ts';
 import type { AggregatorConfig } from '../storage/options.ts';
@@ -88,6 +95,8 @@ interface Ticket {
   file: DataFile | null;
   /** Given up: its rows are counted as failed and it is skipped. */
   lost: boolean;
+  /** Its write has begun (until then it may be joined with the batches cut after it). */
+  started: boolean;
 }
 
 interface Slot {
@@ -106,6 +115,8 @@ interface Slot {
   tickets: Ticket[];
   /** Rows of those batches. */
   writingRows: number;
+  /** Writes of its files under way (at most PARALLEL_WRITES). */
+  writes: number;
   committing: boolean;
   writer: Promise<TableWriter> | null;
   failure: WriteFailure | null;
@@ -121,12 +132,35 @@ const RETRY_DELAY_MS = 100;
 const MAX_RETRY_DELAY_MS = 5000;
 /** Rows moved from the queue into batches per event-loop turn. */
 const DRAIN_CHUNK = 2048;
+/**
+ * Files of one (table, day) written at once. Batches cut while both are under way wait, and are
+ * then written together as one file: the number of files follows what the writer can do, not the
+ * batch size (each file costs ~15 ms of CPU whatever its rows).
+ */
+const PARALLEL_WRITES = 2;
+/** Most rows of waiting batches joined into one file (one Parquet row group). */
+const JOIN_MAX_ROWS = 131_072;
 
 /** Appends a range, merged with the last one when they touch. */
 function addRange(ranges: SeqRange[], seq: number, rows: number): void {
   const last = ranges.at(-1);
   if (last && last.seq + last.rows === seq) last.rows += rows;
   else ranges.push({ seq, rows });
+}
+
+/** Consecutive waiting tickets as one: their batches written one after another into one file. */
+function joinTickets(tickets: readonly Ticket[]): Ticket {
+  if (tickets.length === 1) return tickets[0]!;
+  const ranges: SeqRange[] = [];
+  for (const t of tickets) for (const r of t.ranges) addRange(ranges, r.seq, r.rows);
+  return {
+    batch: tickets.flatMap((t) => batchList(t.batch)),
+    rows: tickets.reduce((n, t) => n + t.rows, 0),
+    ranges,
+    file: null,
+    lost: false,
+    started: false,
+  };
 }
 
 export interface AggregatorInit {
@@ -148,7 +182,7 @@ export class Aggregator {
   private readonly clock: () => number;
   private readonly log: LogHooks | null;
   private readonly onEvent: (e: AggregatorEvent) => void;
-  /** Rows held in builders and in writes, at most; beyond it the queue is left to fill. */
+  /** Rows held in builders and in writes, at most (max_pending_rows); beyond it the queue fills. */
   private readonly holdLimit: number;
   private held = 0;
   private timer: NodeJS.Timeout | null = null;
@@ -171,7 +205,8 @@ export class Aggregator {
     this.clock = init.clock;
     this.log = init.log ?? null;
     this.onEvent = init.onEvent ?? (() => {});
-    this.holdLimit = Math.max(4 * this.cfg.max_batch_rows, 2 * this.cfg.min_batch_rows);
+    // A batch must be able to fill.
+    this.holdLimit = Math.max(this.cfg.max_pending_rows, this.cfg.max_batch_rows);
     this.stopSignal = new Promise((resolve) => {
       this.signalStop = resolve;
     });
@@ -265,6 +300,7 @@ export class Aggregator {
         oldestAt: 0,
         tickets: [],
         writingRows: 0,
+        writes: 0,
         committing: false,
         writer: null,
         failure: null,
@@ -275,32 +311,56 @@ export class Aggregator {
   }
 
   /**
-   * Hands the slot's building batch to its writer. Files are written in parallel; commits land
-   * in the order the batches were handed over (a write-ahead log position covers everything
+   * Cuts the slot's building batch and hands it to the writer. Files are written in parallel (at
+   * most PARALLEL_WRITES per table and day; batches cut meanwhile are joined into the next file);
+   * commits land in the order the batches were cut (a write-ahead log position covers everything
    * before it), so a failed write holds back the commits after it until it is retried.
    */
   private flush(slot: Slot): void {
     const n = size(slot);
     if (n === 0) return;
     if (slot.builder.size > 0) slot.parts.push(slot.builder.finish());
-    const ticket: Ticket = {
+    slot.tickets.push({
       batch: slot.parts.length === 1 ? slot.parts[0]! : slot.parts,
       rows: n,
       ranges: slot.ranges,
       file: null,
       lost: false,
-    };
+      started: false,
+    });
     slot.parts = [];
     slot.partRows = 0;
     slot.ranges = [];
-    slot.tickets.push(ticket);
     slot.writingRows += n;
-    const work = this.write(slot, ticket).then(() => this.commitReady(slot));
-    this.inFlight.add(work);
-    void work.finally(() => {
-      this.inFlight.delete(work);
-      this.scheduleDrain();
-    });
+    this.startWrites(slot);
+  }
+
+  /** Starts writing the waiting batches of a slot, joined into as few files as allowed. */
+  private startWrites(slot: Slot): void {
+    while (slot.writes < PARALLEL_WRITES) {
+      // Waiting tickets are the last ones: tickets start in the order they were cut.
+      const first = slot.tickets.findIndex((t) => !t.started);
+      if (first < 0) return;
+      let end = first + 1;
+      let rows = slot.tickets[first]!.rows;
+      while (end < slot.tickets.length && rows + slot.tickets[end]!.rows <= JOIN_MAX_ROWS) {
+        rows += slot.tickets[end++]!.rows;
+      }
+      const ticket = joinTickets(slot.tickets.slice(first, end));
+      slot.tickets.splice(first, end - first, ticket);
+      ticket.started = true;
+      slot.writes++;
+      const work = this.write(slot, ticket).then(() => {
+        slot.writes--;
+        this.startWrites(slot);
+        return this.commitReady(slot);
+      });
+      this.inFlight.add(work);
+      void work.finally(() => {
+        this.inFlight.delete(work);
+        this.scheduleDrain();
+      });
+    }
   }
 
   /**

@@ -18,6 +18,13 @@ import { describeMissingS3, missingS3Settings } from './s3-env.ts';
 /** One live Parquet file of a table. */
 export interface FileEntry {
   path: string;
+  /**
+   * Arrival rank among the files of a query: older days first, then the order of the table's log
+   * (resolveFiles numbers them). Ties of event time are broken by it, then by the row's position.
+   */
+  arrival: number;
+  /** Bytes of the Parquet file. */
+  size: number;
   numRecords: number | null;
   /** A lower bound of the file's smallest event_ts (microseconds), null when unknown. */
   minTs: bigint | null;
@@ -63,7 +70,8 @@ export class DamagedTableError extends Error {
 /** Phases after which a day's tables exist in object storage. */
 const SHIPPED_PHASES = new Set(['uploaded', 'verified', 'cleaned']);
 
-async function listLocalDays(layout: InstanceLayout): Promise<string[]> {
+/** The UTC days with a folder under staging/days (unsorted). */
+export async function listLocalDays(layout: InstanceLayout): Promise<string[]> {
   try {
     return (await readdir(layout.daysDir)).filter(isDay);
   } catch (err) {
@@ -98,7 +106,23 @@ export interface DaySource {
   dir: string | null;
 }
 
+/**
+ * Rows are filed under their arrival day, and a row arrives after its event time, except when the
+ * sender's clock is ahead: rows of an event-time window starting at `since` sit in the day of
+ * `since` or any later day, or in the day before it for a row stamped up to a day ahead of its
+ * arrival. Later days are always opened (a late row can arrive any time after its event); their
+ * files are then pruned by their event_ts statistics.
+ */
+export const EARLY_ARRIVAL_DAYS = 1;
+
+/** The first arrival day that can hold rows at or after `sinceUs`. */
+export function firstDayOfWindow(sinceUs: bigint): string {
+  const ms = Number(sinceUs / 1000n) - EARLY_ARRIVAL_DAYS * 86_400_000;
+  return new Date(Math.max(ms, 0)).toISOString().slice(0, 10);
+}
+
 function inRange(day: string, q: NormalizedQuery): boolean {
+  if (q.sinceUs !== null && day < firstDayOfWindow(q.sinceUs)) return false;
   return (q.dateFrom === null || day >= q.dateFrom) && (q.dateTo === null || day <= q.dateTo);
 }
 
@@ -141,6 +165,16 @@ export async function resolveDays(layout: InstanceLayout, q: NormalizedQuery): P
   return out;
 }
 
+/** Could a file with these statistics hold a row of the window [sinceUs, untilUs)? Unknown = yes. */
+export function mayOverlap(stats: FileStats | null, sinceUs: bigint | null, untilUs: bigint | null): boolean {
+  if (stats === null) return true;
+  const min = stats.minValues['event_ts'];
+  const max = stats.maxValues['event_ts'];
+  if (sinceUs !== null && typeof max === 'bigint' && max < sinceUs) return false;
+  if (untilUs !== null && typeof min === 'bigint' && min >= untilUs) return false;
+  return true;
+}
+
 /** Could a file with these statistics hold a row passing every filter? Unknown = yes. */
 export function mayMatch(stats: FileStats | null, filters: readonly RowFilter[]): boolean {
   if (stats === null) return true;
@@ -164,9 +198,11 @@ function boundOf(v: unknown): bigint | null {
 }
 
 /** A table's live files with their statistics, as of one listing of its `_delta_log`. */
-interface Snapshot {
+export interface Snapshot {
   logListing: string;
-  files: { path: string; numRecords: number; stats: FileStats | null }[];
+  /** The table version the files are live at. */
+  version: number;
+  files: { path: string; size: number; numRecords: number; stats: FileStats | null }[];
 }
 
 /** Snapshots by table folder. A past day's log never changes: its table is not reloaded. */
@@ -198,7 +234,7 @@ async function logListing(dir: string): Promise<string | null> {
  * query (a commit adds a file to it), so a reader sees every commit of a concurrent writer and
  * never waits for a writer of this process.
  */
-async function snapshotOf(dir: string): Promise<Snapshot | null> {
+export async function snapshotOf(dir: string): Promise<Snapshot | null> {
   const listing = await logListing(dir);
   if (listing === null) return null;
   const cached = snapshots.get(dir);
@@ -211,7 +247,13 @@ async function snapshotOf(dir: string): Promise<Snapshot | null> {
   const paths = table.liveFilePaths();
   const snapshot: Snapshot = {
     logListing: listing,
-    files: table.files.map((f, i) => ({ path: paths[i]!, numRecords: f.numRecords, stats: f.stats })),
+    version: table.version,
+    files: table.files.map((f, i) => ({
+      path: paths[i]!,
+      size: f.size,
+      numRecords: f.numRecords,
+      stats: f.stats,
+    })),
   };
   snapshots.delete(dir);
   snapshots.set(dir, snapshot);
@@ -220,17 +262,25 @@ async function snapshotOf(dir: string): Promise<Snapshot | null> {
 }
 
 /**
- * Live files of a day's table minus those whose statistics rule out every filter. A folder
- * without a committed table (not created yet) has none.
+ * Live files of a day's table, in the order of its log, minus those whose statistics rule out
+ * the query (its filters and event-time window). A folder without a committed table (not created
+ * yet) has none. `arrival` is numbered by resolveFiles.
  */
-export async function listTableFiles(dir: string, filters: readonly RowFilter[] = []): Promise<FileEntry[]> {
+export async function listTableFiles(
+  dir: string,
+  q: Pick<NormalizedQuery, 'filters' | 'sinceUs' | 'untilUs'> = { filters: [], sinceUs: null, untilUs: null },
+  versions?: Map<string, number>,
+): Promise<FileEntry[]> {
   const snapshot = await snapshotOf(dir);
+  versions?.set(dir, snapshot?.version ?? -1);
   if (snapshot === null) return [];
   const out: FileEntry[] = [];
   for (const f of snapshot.files) {
-    if (!mayMatch(f.stats, filters)) continue;
+    if (!mayMatch(f.stats, q.filters) || !mayOverlap(f.stats, q.sinceUs, q.untilUs)) continue;
     out.push({
       path: f.path,
+      arrival: 0,
+      size: f.size,
       numRecords: f.numRecords >= 0 ? f.numRecords : null,
       minTs: boundOf(f.stats?.minValues['event_ts']),
       maxTs: boundOf(f.stats?.maxValues['event_ts']),
@@ -239,17 +289,28 @@ export async function listTableFiles(dir: string, filters: readonly RowFilter[] 
   return out;
 }
 
-/** Every live file the query may need, over all days of its range. */
-export async function resolveFiles(layout: InstanceLayout, q: NormalizedQuery): Promise<FileEntry[]> {
+/**
+ * Every live file the query may need, over all days of its range, numbered in arrival order.
+ * `versions` receives the version of each table folder as read (-1: no table yet).
+ */
+export async function resolveFiles(
+  layout: InstanceLayout,
+  q: NormalizedQuery,
+  versions?: Map<string, number>,
+): Promise<FileEntry[]> {
   const days = await resolveDays(layout, q);
   const perDay = await Promise.all(
     days.map((d) =>
-      listTableFiles(d.dir!, q.filters).catch((err: unknown) => {
+      listTableFiles(d.dir!, q, versions).catch((err: unknown) => {
         throw err instanceof DeltaLogError ? new DamagedTableError(q.table, d.day, err.message) : err;
       }),
     ),
   );
-  return perDay.flat();
+  const files = perDay.flat();
+  files.forEach((f, i) => {
+    f.arrival = i;
+  });
+  return files;
 }
 
 /**

@@ -3,6 +3,7 @@
 
 import { isTableName, SCHEMAS, TABLE_NAMES, type TableName } from '../schema/tables.ts';
 import { validateDay } from '../storage/layout.ts';
+import { nowUs, parseTimeBound } from './window.ts';
 
 export type Storage = 'auto' | 'local' | 's3';
 export const STORAGES: readonly Storage[] = ['auto', 'local', 's3'];
@@ -12,6 +13,13 @@ export interface ReadQuery {
   dateFrom?: string;
   /** Last UTC day (YYYY-MM-DD), inclusive; omitted -> the latest day present. */
   dateTo?: string;
+  /**
+   * Rows with event_ts at or after this instant: an RFC 3339 instant, a UTC day (its midnight), a
+   * Date, or a duration back from now (`15m`, `2h`, `1h30m`).
+   */
+  since?: string | Date;
+  /** Rows with event_ts before this instant (same forms as `since`). */
+  until?: string | Date;
   projectId?: string;
   serviceName?: string;
   /** logs: minimum severity_number. */
@@ -31,11 +39,29 @@ export interface ReadQuery {
   select?: string[];
   /** Keep only the newest rows by event_ts; default all. */
   maxRows?: number;
+  /**
+   * Library results collected in memory: refuse (ReadLimitError) a result larger than this many
+   * bytes of values; default 256 MiB. Ignored by row streams and lazy frames.
+   */
+  maxBytes?: number;
+  /** Cut string values longer than this many characters to their first this many; default: never. */
+  maxFieldChars?: number;
   storage?: Storage;
 }
 
 type FilterOp = 'eq' | 'ge' | 'contains';
-type FilterParam = Exclude<keyof ReadQuery, 'dateFrom' | 'dateTo' | 'select' | 'maxRows' | 'storage'>;
+const OTHER_PARAMS = [
+  'dateFrom',
+  'dateTo',
+  'since',
+  'until',
+  'select',
+  'maxRows',
+  'maxBytes',
+  'maxFieldChars',
+  'storage',
+] as const;
+type FilterParam = Exclude<keyof ReadQuery, (typeof OTHER_PARAMS)[number]>;
 
 /** Each filter parameter, the column it tests and how. A filter applies to every table that has the column. */
 const FILTERS: Readonly<Record<FilterParam, { column: string; op: FilterOp }>> = {
@@ -50,8 +76,16 @@ const FILTERS: Readonly<Record<FilterParam, { column: string; op: FilterOp }>> =
   metricType: { column: 'metric_type', op: 'eq' },
 };
 
-const OTHER_PARAMS = ['dateFrom', 'dateTo', 'select', 'maxRows', 'storage'] as const;
 const ALL_PARAMS: readonly string[] = [...OTHER_PARAMS, ...Object.keys(FILTERS)];
+
+/** The metric types each metrics table holds (the values `metricType` accepts). */
+export const METRIC_TYPES: Readonly<Partial<Record<TableName, readonly string[]>>> = {
+  metrics_points: ['gauge', 'sum'],
+  metrics_hist: ['histogram', 'exponential_histogram', 'summary'],
+};
+
+/** Default of `maxBytes`: the largest result a library read collects in memory. */
+export const DEFAULT_MAX_BYTES = 256 * 1024 * 1024;
 
 /** One row predicate; values are already of the column's type. */
 export interface RowFilter {
@@ -65,10 +99,15 @@ export interface NormalizedQuery {
   table: TableName;
   dateFrom: string | null;
   dateTo: string | null;
+  /** Event-time window: event_ts >= sinceUs and < untilUs (microseconds), null = open. */
+  sinceUs: bigint | null;
+  untilUs: bigint | null;
   filters: RowFilter[];
   /** Output columns in order (never empty). */
   select: string[];
   maxRows: number | null;
+  maxBytes: number;
+  maxFieldChars: number | null;
   storage: Storage;
 }
 
@@ -116,7 +155,7 @@ function checkHexId(param: string, v: unknown, length: number): string {
  * Validates a query for a table and returns its normalized form. Throws a TypeError whose
  * message names the offending parameter.
  */
-export function normalizeQuery(table: TableName, q: ReadQuery = {}): NormalizedQuery {
+export function normalizeQuery(table: TableName, q: ReadQuery = {}, now = nowUs()): NormalizedQuery {
   if (!isTableName(table)) fail(`invalid table ${show(table)}: one of ${TABLE_NAMES.join(', ')}`);
   if (typeof q !== 'object' || q === null || Array.isArray(q)) fail('invalid query: expected an object');
   const schema = SCHEMAS[table];
@@ -131,6 +170,10 @@ export function normalizeQuery(table: TableName, q: ReadQuery = {}): NormalizedQ
   const dateTo = present(q.dateTo) ? validateDay(q.dateTo, 'dateTo') : null;
   if (dateFrom && dateTo && dateFrom > dateTo)
     fail(`invalid dateFrom ${dateFrom}: it is after dateTo ${dateTo}`);
+  const sinceUs = present(q.since) ? parseTimeBound('since', q.since, now) : null;
+  const untilUs = present(q.until) ? parseTimeBound('until', q.until, now) : null;
+  if (sinceUs !== null && untilUs !== null && sinceUs >= untilUs)
+    fail(`invalid since ${show(q.since)}: it is not before until ${show(q.until)}`);
 
   const allowed = filtersOf(table);
   const filters: RowFilter[] = [];
@@ -145,6 +188,11 @@ export function normalizeQuery(table: TableName, q: ReadQuery = {}): NormalizedQ
       if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > INT32_MAX)
         fail(`invalid severityGe ${show(v)}: expected an integer severity number >= 0`);
       value = v;
+    } else if (param === 'metricType') {
+      const types = METRIC_TYPES[table] ?? [];
+      if (!types.includes(v as string))
+        fail(`invalid metricType ${show(v)}: the metric types of ${table} are ${types.join(', ')}`);
+      value = v as string;
     } else if (param === 'traceId') value = checkHexId(param, v, 32);
     else if (param === 'spanId') value = checkHexId(param, v, 16);
     else value = checkString(param, v);
@@ -164,13 +212,10 @@ export function normalizeQuery(table: TableName, q: ReadQuery = {}): NormalizedQ
     select = [...new Set(q.select)];
   }
 
-  let maxRows: number | null = null;
-  if (present(q.maxRows)) {
-    const n = q.maxRows;
-    if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 1)
-      fail(`invalid maxRows ${show(n)}: expected a positive integer`);
-    maxRows = n;
-  }
+  const maxRows = present(q.maxRows) ? positiveInt('maxRows', q.maxRows) : null;
+
+  const maxBytes = present(q.maxBytes) ? positiveInt('maxBytes', q.maxBytes) : DEFAULT_MAX_BYTES;
+  const maxFieldChars = present(q.maxFieldChars) ? positiveInt('maxFieldChars', q.maxFieldChars) : null;
 
   let storage: Storage = 'auto';
   if (present(q.storage)) {
@@ -179,7 +224,25 @@ export function normalizeQuery(table: TableName, q: ReadQuery = {}): NormalizedQ
     storage = q.storage as Storage;
   }
 
-  return { table, dateFrom, dateTo, filters, select, maxRows, storage };
+  return {
+    table,
+    dateFrom,
+    dateTo,
+    sinceUs,
+    untilUs,
+    filters,
+    select,
+    maxRows,
+    maxBytes,
+    maxFieldChars,
+    storage,
+  };
+}
+
+function positiveInt(param: string, n: unknown): number {
+  if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 1)
+    fail(`invalid ${param} ${show(n)}: expected a positive integer`);
+  return n;
 }
 
 /** Throws a TypeError naming the parameter when the query is not valid for the table. */

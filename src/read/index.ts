@@ -1,13 +1,18 @@
 // The read path's public API (library, HTTP /api endpoints, CLI viewer).
 export {
+  type CutValue,
   closeReadWorkers,
   DamagedTableError,
+  DEFAULT_MAX_BYTES,
   type FileEntry,
   filtersOf,
   isoFromMicros,
   type JsonValue,
+  METRIC_TYPES,
   type NormalizedQuery,
   normalizeQuery,
+  type ReadChunk,
+  ReadLimitError,
   type ReadOptions,
   type ReadQuery,
   type RowFilter,
@@ -16,5 +21,8 @@ export {
   STORAGES,
   type Storage,
   StorageUnavailableError,
+  type StreamOptions,
+  streamRows,
+  TIME_BOUND_FORMATS,
   validateQuery,
 } from './query.ts';

@@ -1,35 +1,63 @@
-// Query worker: runs a read query with polars' synchronous API and hands the result back as an
-// Arrow IPC buffer it owns (transferred without a copy, no pointer into the scanned buffers).
+// Query worker: runs the two steps of a read with polars' synchronous API. `keys` answers which
+// rows (typed arrays, transferred); `fetch` reads a slice of them and hands it back as an Arrow IPC
+// buffer it owns (transferred without a copy, no pointer into the scanned buffers); `range` reads
+// rows by their position in their files (rows committed since a follower last looked).
 
+import type { DataFrame } from 'nodejs-polars';
 import { exposeGc, serveTasks, transferResult } from '../storage/worker-pool.ts';
 import type { FileEntry } from './files.ts';
 import type { NormalizedQuery } from './filters.ts';
-import { runQuery } from './scan.ts';
+import {
+  type CutValue,
+  type FetchTask,
+  fetchRows,
+  type RangeTask,
+  type RowKeys,
+  rangeRows,
+  runKeys,
+} from './scan.ts';
 
-// Polars frees native memory only when V8 collects the JS wrappers: collect after each query.
+// Polars frees native memory only when V8 collects the JS wrappers: collect after each task.
 const collect = exposeGc();
 const collectGarbage = (): void => collect('major');
 
-export interface QueryTask {
+export interface KeysTask {
   query: NormalizedQuery;
   files: FileEntry[];
-  /** Rows a filtered query reads in its first round (see runQuery). */
+  /** Rows a filtered query reads in its first round (see runKeys). */
   firstRoundRows?: number;
 }
 
-export interface QueryResult {
+export interface FetchResult {
   ipc: Uint8Array;
+  cuts: CutValue[];
+}
+
+/** A frame as an Arrow IPC buffer of its own, to transfer. */
+function ownIpc(df: DataFrame): Uint8Array<ArrayBuffer> {
+  const buf = df.writeIPC({ compression: 'uncompressed' });
+  // The Buffer may be a view into a shared pool: copy it into a buffer of its own to transfer.
+  const ipc = new Uint8Array(buf.byteLength);
+  ipc.set(buf);
+  return ipc;
 }
 
 serveTasks({
-  query: ({ query, files, firstRoundRows }: QueryTask) => {
-    const df = runQuery(query, files, firstRoundRows);
-    const buf = df.writeIPC({ compression: 'uncompressed' });
-    // The Buffer may be a view into a shared pool: copy it into a buffer of its own to transfer.
-    const ipc = new Uint8Array(buf.byteLength);
-    ipc.set(buf);
+  keys: ({ query, files, firstRoundRows }: KeysTask) => {
+    const keys: RowKeys = runKeys(query, files, firstRoundRows);
     setImmediate(collectGarbage);
-    const result: QueryResult = { ipc };
+    return transferResult(keys, [keys.file.buffer, keys.row.buffer, keys.ts.buffer] as ArrayBuffer[]);
+  },
+  fetch: (task: FetchTask) => {
+    const { df, cuts } = fetchRows(task);
+    const ipc = ownIpc(df);
+    setImmediate(collectGarbage);
+    const result: FetchResult = { ipc, cuts };
     return transferResult(result, [ipc.buffer]);
+  },
+  range: (task: RangeTask) => {
+    const ipc = ownIpc(rangeRows(task));
+    setImmediate(collectGarbage);
+    return transferResult(ipc, [ipc.buffer]);
   },
 });

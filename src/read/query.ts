@@ -1,6 +1,9 @@
 // The read API shared by the library, the HTTP /api endpoints and the CLI viewer. A query lists
-// the live files of its days, then runs in a query worker (polars, synchronous API) that returns
-// an Arrow IPC buffer; rows are built from it in the main thread without stalling the loop.
+// the live files of its days, then runs in two steps in query workers (polars, synchronous API):
+// the keys of the rows that answer it, in order, then those rows in slices of a bounded size,
+// each handed back as an Arrow IPC buffer and turned into rows in the main thread without
+// stalling the loop. Callers take the slices one at a time (streamRows), so memory follows a
+// slice, not the whole answer; readTable collects them, up to maxBytes.
 
 import { availableParallelism } from 'node:os';
 import type { LazyDataFrame } from 'nodejs-polars';
@@ -8,23 +11,78 @@ import type { Row, TableName } from '../schema/tables.ts';
 import type { InstanceLayout } from '../storage/layout.ts';
 import { siblingModule, WorkerPool } from '../storage/worker-pool.ts';
 import { rowsFromIpc } from './arrow-rows.ts';
-import { type FileEntry, findDamagedFile, pruneForNewest, resolveFiles } from './files.ts';
+import { DamagedTableError, type FileEntry, findDamagedFile, pruneForNewest, resolveFiles } from './files.ts';
 import { type NormalizedQuery, normalizeQuery, type ReadQuery } from './filters.ts';
-import type { QueryResult, QueryTask } from './query-worker.ts';
+import type { FetchResult, KeysTask } from './query-worker.ts';
+import type { CutValue, FetchPart, FetchTask, RangePart, RangeTask, RowKeys } from './scan.ts';
 
 export type { FileEntry } from './files.ts';
 export { DamagedTableError, StorageUnavailableError } from './files.ts';
 export type { NormalizedQuery, ReadQuery, RowFilter, Storage } from './filters.ts';
-export { filtersOf, normalizeQuery, STORAGES, validateQuery } from './filters.ts';
+export {
+  DEFAULT_MAX_BYTES,
+  filtersOf,
+  METRIC_TYPES,
+  normalizeQuery,
+  STORAGES,
+  validateQuery,
+} from './filters.ts';
 export { isoFromMicros, type JsonValue, rowToJson } from './json.ts';
+export type { CutValue } from './scan.ts';
+export { TIME_BOUND_FORMATS } from './window.ts';
 
 export interface ReadOptions {
   /** 'objects' (default): plain rows; 'lazy': a polars LazyDataFrame the caller collects. */
   returnAs?: 'objects' | 'lazy';
+  /** Aborting it cancels the read: it rejects with the signal's reason, and its work stops. */
+  signal?: AbortSignal;
 }
 
-/** Query workers are replaced after this many queries: native memory of polars stays bounded. */
-const RECYCLE_AFTER = 32;
+export interface StreamOptions {
+  signal?: AbortSignal;
+  /** Bytes of values a slice of rows aims at (one row at least); default 4 MiB. */
+  chunkBytes?: number;
+  /** Receives the version each table folder was read at (-1: no table yet). */
+  versions?: Map<string, number>;
+}
+
+/** A slice of a read's rows, in read order. */
+export interface ReadChunk {
+  rows: Row[];
+  /** String values cut to maxFieldChars; `row` indexes `rows`. */
+  cuts: CutValue[];
+  /** Bytes of the slice's values (its Arrow form). */
+  bytes: number;
+}
+
+/** A result collected in memory grew beyond the query's maxBytes. */
+export class ReadLimitError extends Error {
+  readonly limit: number;
+  constructor(limit: number) {
+    super(
+      `the result of this read exceeds maxBytes (${limit} bytes): ask for fewer rows (maxRows) or ` +
+        'columns (select), narrow it (since, until, filters), cut long values (maxFieldChars), ' +
+        'read it as a stream (streamRows, Logger.readStream), or raise maxBytes',
+    );
+    this.name = 'ReadLimitError';
+    this.limit = limit;
+  }
+}
+
+/** Query workers are replaced after this many tasks: native memory of polars stays bounded. */
+const RECYCLE_AFTER = 64;
+
+/** Slice size of streams (HTTP, CLI) and of results collected in memory (fewer, larger slices). */
+export const STREAM_CHUNK_BYTES = 4 * 1024 * 1024;
+const COLLECT_CHUNK_BYTES = 32 * 1024 * 1024;
+/**
+ * Rows of a first slice at most (the default HTTP limit fits): the first slice's size is only
+ * estimated from its files' bytes per row, which well-compressed values make small; later slices
+ * follow the bytes per row measured.
+ */
+const FIRST_CHUNK_ROWS = 128;
+/** Bytes of values per byte of Parquet file, assumed until a slice is measured (zstd on logs). */
+const FIRST_EXPANSION = 4;
 
 let pool: WorkerPool | null = null;
 
@@ -55,25 +113,204 @@ function isVanishedFile(err: unknown): boolean {
   return /No such file or directory|os error 2\b|ENOENT|not found|missing commit/i.test(message);
 }
 
-/** Test seams: a step between listing the files and scanning them; the first-round size. */
+/**
+ * Test seams: a step between listing the files and scanning them; the first-round size; a step
+ * before each slice of rows is read (numbered from 0).
+ */
 export const readHooks: {
   afterListing?: (files: readonly FileEntry[]) => Promise<void>;
   firstRoundRows?: number;
+  beforeSlice?: (slice: number, files: readonly FileEntry[]) => Promise<void>;
 } = {};
 
-async function runInWorker(q: NormalizedQuery, files: FileEntry[]): Promise<Row[]> {
-  await readHooks.afterListing?.(files);
-  const task: QueryTask = { query: q, files, firstRoundRows: readHooks.firstRoundRows };
-  const result = await queryPool().run<QueryResult>('query', task);
-  return rowsFromIpc(result.ipc);
+/** Listings a read has made so far: every retry of one read counts against MAX_ATTEMPTS. */
+interface Attempts {
+  n: number;
+}
+
+/** After a file vanished: true (once paused) when the read may list again, false when it must fail. */
+async function mayRetry(err: unknown, attempts: Attempts): Promise<boolean> {
+  if (attempts.n >= MAX_ATTEMPTS || !isVanishedFile(err)) return false;
+  await new Promise((r) => setTimeout(r, 5 * attempts.n));
+  return true;
 }
 
 /**
- * Reads rows of a table, newest first by event_ts. Every query re-reads the listing of each
- * table's Delta log (a table is reloaded when its log changed), so a reader sees what a concurrent
- * writer committed; a file vacuumed between listing and scanning makes the query list again and
- * retry (up to MAX_ATTEMPTS listings). `dateFrom`/`dateTo` select the day folders (UTC day of
- * arrival), not event_ts. The lazy frame is built in the calling thread; collect it with
+ * The error a read that cannot go on fails with: when a file of a table's log is missing or broken
+ * for good, a DamagedTableError naming the table and day; else `err` itself.
+ */
+async function readFailure(
+  err: unknown,
+  layout: InstanceLayout,
+  q: NormalizedQuery,
+  signal: AbortSignal | undefined,
+): Promise<unknown> {
+  if (err instanceof ReadLimitError || err instanceof DamagedTableError || err instanceof TypeError)
+    return err;
+  if (signal?.aborted) return err;
+  return (await findDamagedFile(layout, q).catch(() => null)) ?? err;
+}
+
+/** The files of a query and the keys of its rows, listing again when files vanish under it. */
+async function findRows(
+  layout: InstanceLayout,
+  q: NormalizedQuery,
+  opts: StreamOptions,
+  attempts: Attempts,
+): Promise<{ files: FileEntry[]; keys: RowKeys }> {
+  const { signal } = opts;
+  for (;;) {
+    signal?.throwIfAborted();
+    attempts.n++;
+    const files = await resolveFiles(layout, q, opts.versions);
+    try {
+      await readHooks.afterListing?.(files);
+      const task: KeysTask = { query: q, files, firstRoundRows: readHooks.firstRoundRows };
+      return { files, keys: await queryPool().run<RowKeys>('keys', task, [], signal) };
+    } catch (err) {
+      if (!(await mayRetry(err, attempts))) throw await readFailure(err, layout, q, signal);
+    }
+  }
+}
+
+/** Bytes of Parquet file per row of a file (compressed: an estimate of the row's size). */
+function bytesPerRow(f: FileEntry): number {
+  return f.size / Math.max(1, f.numRecords ?? 1);
+}
+
+/** Bytes per row of the file holding key `i`. */
+function fileBytesPerRow(keys: RowKeys, i: number, files: readonly FileEntry[]): number {
+  return bytesPerRow(files[keys.file[i]!]!);
+}
+
+/**
+ * How many rows, from `start`, the next slice takes: as many as fit `bytes` (one at least), each
+ * estimated from its file's bytes per row times the expansion measured so far, `maxRows` at most.
+ */
+function sliceRows(
+  keys: RowKeys,
+  start: number,
+  files: readonly FileEntry[],
+  bytes: number,
+  expansion: number,
+  maxRows: number,
+): number {
+  let estimate = 0;
+  let n = 0;
+  while (start + n < keys.file.length && n < maxRows) {
+    estimate += fileBytesPerRow(keys, start + n, files) * expansion;
+    if (n > 0 && estimate > bytes) break;
+    n++;
+  }
+  return n;
+}
+
+/** The rows [start, start + n) of the keys, grouped by file (positions ascending). */
+function fetchParts(keys: RowKeys, start: number, n: number, files: readonly FileEntry[]): FetchPart[] {
+  const byFile = new Map<number, { rows: number[]; positions: number[] }>();
+  for (let i = 0; i < n; i++) {
+    const file = keys.file[start + i]!;
+    let part = byFile.get(file);
+    if (!part) {
+      part = { rows: [], positions: [] };
+      byFile.set(file, part);
+    }
+    part.rows.push(keys.row[start + i]!);
+    part.positions.push(i);
+  }
+  return [...byFile].map(([file, part]) => {
+    const order = part.rows.map((_, i) => i).sort((a, b) => part.rows[a]! - part.rows[b]!);
+    return {
+      path: files[file]!.path,
+      size: files[file]!.size,
+      rowBytes: bytesPerRow(files[file]!),
+      rows: Uint32Array.from(order, (i) => part.rows[i]!),
+      positions: Uint32Array.from(order, (i) => part.positions[i]!),
+    };
+  });
+}
+
+/**
+ * The rows of a query in read order, a slice at a time: each slice holds about `chunkBytes` of
+ * values (one row at least), and the next is read only when the caller asks for it. Before the
+ * first slice, files vanished under the query make it list again; after it, they fail the stream.
+ * Aborting `signal` stops it (it throws the signal's reason).
+ */
+export async function* streamRows(
+  layout: InstanceLayout,
+  table: TableName,
+  query: ReadQuery = {},
+  opts: StreamOptions = {},
+): AsyncGenerator<ReadChunk, void, undefined> {
+  const q = normalizeQuery(table, query);
+  yield* streamNormalized(layout, q, opts, { n: 0 });
+}
+
+async function* streamNormalized(
+  layout: InstanceLayout,
+  q: NormalizedQuery,
+  opts: StreamOptions,
+  attempts: Attempts,
+): AsyncGenerator<ReadChunk, void, undefined> {
+  const { signal } = opts;
+  const chunkBytes = opts.chunkBytes ?? STREAM_CHUNK_BYTES;
+  let { files, keys } = await findRows(layout, q, opts, attempts);
+  let expansion = FIRST_EXPANSION;
+  let start = 0;
+  let maxRows = FIRST_CHUNK_ROWS;
+  for (let slice = 0; start < keys.file.length; slice++) {
+    await readHooks.beforeSlice?.(slice, files);
+    signal?.throwIfAborted();
+    const n = sliceRows(keys, start, files, chunkBytes, expansion, maxRows);
+    const task: FetchTask = {
+      table: q.table,
+      select: q.select,
+      maxFieldChars: q.maxFieldChars,
+      parts: fetchParts(keys, start, n, files),
+    };
+    let result: FetchResult;
+    try {
+      result = await queryPool().run<FetchResult>('fetch', task, [], signal);
+    } catch (err) {
+      // Nothing handed out yet: the query can start over on a fresh listing.
+      if (start > 0 || !(await mayRetry(err, attempts))) throw await readFailure(err, layout, q, signal);
+      ({ files, keys } = await findRows(layout, q, opts, attempts));
+      continue;
+    }
+    const rows = await rowsFromIpc(result.ipc);
+    signal?.throwIfAborted();
+    // Learn how many bytes of values a byte of these files holds.
+    let fileBytes = 0;
+    for (let i = start; i < start + n; i++) fileBytes += fileBytesPerRow(keys, i, files);
+    if (fileBytes > 0) expansion = Math.max(0.01, result.ipc.byteLength / fileBytes);
+    maxRows = Number.POSITIVE_INFINITY;
+    start += n;
+    yield { rows, cuts: result.cuts, bytes: result.ipc.byteLength };
+  }
+}
+
+/**
+ * The rows of ranges of files (positions in the files) that pass the query, in the order of the
+ * parts and of the rows in their files.
+ */
+export async function readRanges(
+  q: NormalizedQuery,
+  parts: RangePart[],
+  signal?: AbortSignal,
+): Promise<Row[]> {
+  if (parts.length === 0) return [];
+  const task: RangeTask = { query: q, parts };
+  return rowsFromIpc(await queryPool().run<Uint8Array>('range', task, [], signal));
+}
+
+/**
+ * Reads rows of a table in read order: newest first by event_ts, then by the nanosecond time it
+ * came from, then newest arrival first. Every query re-reads the listing of each table's Delta log
+ * (a table is reloaded when its log changed), so a reader sees what a concurrent writer committed;
+ * a file vacuumed under the query makes it list again and retry (up to MAX_ATTEMPTS listings).
+ * `dateFrom`/`dateTo` select the day folders (UTC day of arrival); `since`/`until` select rows by
+ * event_ts (and the day folders that can hold them). Rows are collected up to `maxBytes` of
+ * values (ReadLimitError beyond). The lazy frame is built in the calling thread; collect it with
  * `collectSync` in a worker if a native panic must not abort the process.
  */
 export async function readTable(
@@ -107,21 +344,34 @@ export async function readTable(
 
   if (returnAs === 'lazy') {
     let files = await resolveFiles(layout, q);
-    if (q.maxRows !== null && q.filters.length === 0) files = pruneForNewest(files, q.maxRows);
+    if (q.maxRows !== null && q.filters.length === 0 && q.sinceUs === null && q.untilUs === null)
+      files = pruneForNewest(files, q.maxRows);
     const { buildLazy } = await import('./scan.ts');
     return buildLazy(q, files);
   }
 
-  // A file vacuumed or compacted away between listing and scanning: list again and retry.
-  for (let attempt = 1; ; attempt++) {
+  // Nothing is handed out before the end: a file vanished at any step restarts the whole read.
+  const attempts: Attempts = { n: 0 };
+  for (;;) {
     try {
-      return await runInWorker(q, await resolveFiles(layout, q));
-    } catch (err) {
-      if (attempt >= MAX_ATTEMPTS || !isVanishedFile(err)) {
-        // A file of the log missing or damaged for good: say which table and day.
-        throw (await findDamagedFile(layout, q).catch(() => null)) ?? err;
+      const rows: Row[] = [];
+      let bytes = 0;
+      for await (const chunk of streamNormalized(
+        layout,
+        q,
+        {
+          chunkBytes: COLLECT_CHUNK_BYTES,
+          ...(opts.signal ? { signal: opts.signal } : {}),
+        },
+        attempts,
+      )) {
+        bytes += chunk.bytes;
+        if (bytes > q.maxBytes) throw new ReadLimitError(q.maxBytes);
+        for (const row of chunk.rows) rows.push(row);
       }
-      await new Promise((r) => setTimeout(r, 5 * attempt));
+      return rows;
+    } catch (err) {
+      if (!(await mayRetry(err, attempts))) throw await readFailure(err, layout, q, opts.signal);
     }
   }
 }

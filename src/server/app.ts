@@ -90,6 +90,7 @@ export async function buildServer(logger: Logger, opts: BuildServerOptions = {})
       },
       http: limits.stats(),
       ...logger.stats(),
+      reads: reads.stats(),
     };
   });
 
@@ -101,6 +102,6 @@ export async function buildServer(logger: Logger, opts: BuildServerOptions = {})
     defaultProjectId: server.default_project_id,
     ...(opts.ingestWaitMs === undefined ? {} : { ingestWaitMs: opts.ingestWaitMs }),
   });
-  registerReadRoutes(app, logger);
+  const reads = registerReadRoutes(app, logger);
   return app;
 }

@@ -1,6 +1,8 @@
 // The OpenAPI 3.1 description of the HTTP endpoints, served at GET /api/openapi.json. Column lists
 // come from the table schemas, so the document cannot drift from what the tables hold.
 
+import { METRIC_TYPES } from '../read/filters.ts';
+import { TIME_BOUND_FORMATS } from '../read/window.ts';
 import { SCHEMAS, type TableName } from '../schema/tables.ts';
 import { VERSION } from '../version.ts';
 import { PROJECT_ID_PATTERN } from './project.ts';
@@ -43,6 +45,8 @@ function readParameters(table: TableName): object[] {
   const params: object[] = [
     day('date_from', 'First UTC day, inclusive (YYYY-MM-DD). Default: the earliest day stored.'),
     day('date_to', 'Last UTC day, inclusive (YYYY-MM-DD). Default: the latest day stored.'),
+    str('since', `Only rows with event_ts at or after this time: ${TIME_BOUND_FORMATS}.`),
+    str('until', 'Only rows with event_ts before this time (same forms as since).'),
     str('project_id', 'Only rows of this project.'),
     str('service_name', 'Only rows of this service (equality).'),
   ];
@@ -62,10 +66,7 @@ function readParameters(table: TableName): object[] {
   if (has('metric_name')) {
     params.push(
       str('metric_name', 'Metric name (equality).'),
-      str('metric_type', 'Metric type.', {
-        enum:
-          table === 'metrics_points' ? ['gauge', 'sum'] : ['histogram', 'exponential_histogram', 'summary'],
-      }),
+      str('metric_type', 'Metric type.', { enum: METRIC_TYPES[table] }),
     );
   }
   params.push(
@@ -207,16 +208,40 @@ function buildDocument(): object {
         parameters: readParameters(table),
         responses: {
           '200': {
-            description: 'Matching rows, newest first by event_ts.',
+            description:
+              'Matching rows, newest first by event_ts, then the nanosecond time, then the newest arrival; ' +
+              'streamed. truncated_values lists string values cut at server_config.read_field_limit_chars; ' +
+              'incomplete says the answer ended early at server_config.read_response_limit_bytes.',
             content: json({
               type: 'object',
               properties: {
                 rows: { type: 'array', items: { $ref: `#/components/schemas/${table}` } },
                 count: { type: 'integer' },
+                truncated_values: {
+                  type: 'array',
+                  items: {
+                    type: 'object',
+                    properties: {
+                      row: { type: 'integer' },
+                      column: { type: 'string' },
+                      chars: { type: 'integer', description: 'length of the whole value' },
+                    },
+                  },
+                },
+                incomplete: {
+                  type: 'object',
+                  properties: { reason: { const: 'response_limit' }, message: { type: 'string' } },
+                },
               },
             }),
           },
           '400': errorResponse,
+          '503': {
+            description:
+              'server_config.max_concurrent_reads reads are being answered; retry after Retry-After.',
+            headers: { 'Retry-After': { schema: { type: 'integer' } } },
+            content: json(),
+          },
         },
       },
     };

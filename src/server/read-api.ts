@@ -1,10 +1,16 @@
-// GET /api/<table>: the read query model over HTTP. Query parameters are snake_case, results are
-// JSON `{ rows, count }`, newest first, with int64 values as decimal strings.
+// GET /api/<table>: the read query model over HTTP. Query parameters are snake_case; results are
+// JSON `{ rows, count }`, newest first, int64 values as decimal strings, streamed as rows are read
+// (a slice of rows in memory at a time). Reads are bounded: at most `max_concurrent_reads` at once
+// (503 + Retry-After beyond), `read_response_limit_bytes` per response (then it ends early, saying
+// so), string values cut at `read_field_limit_chars`; a client that goes away cancels its query.
 
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import { Readable } from 'node:stream';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from '../index.ts';
 import {
+  type CutValue,
   DamagedTableError,
+  type ReadChunk,
   type ReadQuery,
   rowToJson,
   StorageUnavailableError,
@@ -12,15 +18,24 @@ import {
 } from '../read/index.ts';
 import type { TableName } from '../schema/tables.ts';
 import { validateDay } from '../storage/layout.ts';
+import type { ServerConfig } from '../storage/options.ts';
 import { OPENAPI_DOCUMENT, READ_ROUTES } from './openapi.ts';
 
 const DEFAULT_LIMIT = 100;
-const MAX_LIMIT = 10_000;
+export const MAX_LIMIT = 10_000;
+/** Seconds a refused read is asked to wait before it tries again. */
+const RETRY_AFTER_S = 1;
+/** A response whose client reads nothing for this long is closed (its query cancelled). */
+export const SEND_STALL_MS = 30_000;
+/** Bytes of an answer kept for its end: the count, the keys of the lists, the incomplete note. */
+const TAIL_BYTES = 512;
 
 /** HTTP parameter -> field of the read query model. */
 const PARAMS: Record<string, keyof ReadQuery> = {
   date_from: 'dateFrom',
   date_to: 'dateTo',
+  since: 'since',
+  until: 'until',
   project_id: 'projectId',
   service_name: 'serviceName',
   severity_ge: 'severityGe',
@@ -144,40 +159,199 @@ function toHttpNames(message: string): string {
 }
 
 function sendError(reply: FastifyReply, status: number, message: string, extra?: object): FastifyReply {
-  return reply.code(status).send({ error: status === 400 ? 'Bad Request' : 'Error', message, ...extra });
+  const error = status === 400 ? 'Bad Request' : status === 503 ? 'Service Unavailable' : 'Error';
+  return reply.code(status).send({ error, message, ...extra });
 }
 
-export function registerReadRoutes(app: FastifyInstance, logger: Logger): void {
-  for (const { path, table } of READ_ROUTES) {
-    app.get(path, async (request, reply) => {
-      let query: ReadQuery;
-      try {
-        query = parseReadParams(table, request.query as Record<string, unknown>);
-      } catch (err) {
-        if (err instanceof ParamError) return sendError(reply, 400, err.message, { parameter: err.param });
-        throw err;
-      }
-      let rows: Record<string, unknown>[];
-      try {
-        rows = (await logger.read(table, query, { returnAs: 'objects' })) as Record<string, unknown>[];
-      } catch (err) {
-        // The read path refuses what it cannot serve (e.g. storage=s3 without S3 settings).
-        if (err instanceof StorageUnavailableError) {
-          return sendError(reply, 400, err.message, { parameter: 'storage' });
+/** The read limits of the server (server_config). */
+export type ReadLimits = Pick<
+  ServerConfig,
+  'max_concurrent_reads' | 'read_response_limit_bytes' | 'read_field_limit_chars'
+>;
+
+/** Counters of the read endpoints, for /healthz. */
+export interface ReadStats {
+  /** Reads being answered now (at most max_concurrent_reads). */
+  in_flight: number;
+  completed: number;
+  /** Refused with 503 because max_concurrent_reads were in flight. */
+  refused: number;
+  /** Stopped because the client went away (or stopped reading) before the end. */
+  cancelled: number;
+  /** Failed after their answer had started (the connection is closed mid-answer). */
+  failed: number;
+  /** Ended early at read_response_limit_bytes. */
+  cut_short: number;
+}
+
+/** The 400 a read query error deserves, or null when it is not the caller's mistake. */
+function badRequest(err: unknown): { message: string; parameter?: string } | null {
+  // The read path refuses what it cannot serve (e.g. storage=s3 without S3 settings).
+  if (err instanceof StorageUnavailableError) return { message: err.message, parameter: 'storage' };
+  if (err instanceof TypeError) return { message: toHttpNames(err.message) };
+  return null;
+}
+
+/**
+ * The JSON answer, a slice of rows at a time: `{"rows":[...],"count":n}`, then
+ * `"truncated_values"` when values were cut and `"incomplete"` when the byte limit ended it early.
+ */
+async function* answer(
+  table: TableName,
+  first: ReadChunk | undefined,
+  rest: AsyncGenerator<ReadChunk>,
+  limits: ReadLimits,
+  stats: ReadStats,
+): AsyncGenerator<string> {
+  const limit = limits.read_response_limit_bytes;
+  const cuts: CutValue[] = [];
+  let count = 0;
+  let bytes = 0;
+  let full = false;
+  let head = '{"rows":[';
+  let chunk = first;
+  try {
+    while (chunk !== undefined && !full) {
+      const parts: string[] = [head];
+      head = '';
+      const cutsOf = Map.groupBy(chunk.cuts, (c) => c.row);
+      for (let i = 0; i < chunk.rows.length; i++) {
+        const text = (count === 0 ? '' : ',') + JSON.stringify(rowToJson(chunk.rows[i]!, table));
+        const rowCuts = (cutsOf.get(i) ?? []).map((c) => ({ ...c, row: count }));
+        const size = Buffer.byteLength(text) + rowCuts.reduce((n, c) => n + JSON.stringify(c).length + 1, 0);
+        if (bytes + size + TAIL_BYTES > limit) {
+          full = true;
+          break;
         }
-        if (err instanceof DamagedTableError) {
-          request.log.error(err.message);
-          return reply
-            .code(500)
-            .send({ error: 'Damaged Table', message: err.message, table: err.table, day: err.day });
-        }
-        if (err instanceof TypeError) return sendError(reply, 400, toHttpNames(err.message));
-        throw err;
+        bytes += size;
+        parts.push(text);
+        cuts.push(...rowCuts);
+        count++;
       }
-      const out = new Array(rows.length);
-      for (let i = 0; i < rows.length; i++) out[i] = rowToJson(rows[i]!, table);
-      return reply.type('application/json').send(JSON.stringify({ rows: out, count: out.length }));
+      yield parts.join('');
+      if (full) break;
+      const next = await rest.next();
+      chunk = next.done ? undefined : next.value;
+    }
+  } finally {
+    // Ended early, cancelled or failed: the read stops here.
+    await rest.return(undefined);
+  }
+  let tail = `${head}],"count":${count}`;
+  if (cuts.length > 0) tail += `,"truncated_values":${JSON.stringify(cuts)}`;
+  if (full) {
+    stats.cut_short++;
+    const incomplete = {
+      reason: 'response_limit',
+      message:
+        `the answer reached server_config.read_response_limit_bytes (${limit} bytes) after ${count} rows; ` +
+        'ask for fewer rows (limit), fewer columns (select) or a narrower query',
+    };
+    tail += `,"incomplete":${JSON.stringify(incomplete)}`;
+  }
+  yield `${tail}}`;
+}
+
+/**
+ * Registers the read endpoints with their limits; returns their counters. `limits` defaults to
+ * the logger's server_config.
+ */
+export function registerReadRoutes(
+  app: FastifyInstance,
+  logger: Logger,
+  limits: ReadLimits = logger.options.server_config,
+): { stats(): ReadStats } {
+  const stats: ReadStats = { in_flight: 0, completed: 0, refused: 0, cancelled: 0, failed: 0, cut_short: 0 };
+
+  async function serve(table: TableName, request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
+    let query: ReadQuery;
+    try {
+      query = parseReadParams(table, request.query as Record<string, unknown>);
+    } catch (err) {
+      if (err instanceof ParamError) return sendError(reply, 400, err.message, { parameter: err.param });
+      throw err;
+    }
+    if (stats.in_flight >= limits.max_concurrent_reads) {
+      stats.refused++;
+      reply.header('retry-after', String(RETRY_AFTER_S));
+      return sendError(
+        reply,
+        503,
+        `${stats.in_flight} reads are being answered, the limit (server_config.max_concurrent_reads); retry after ${RETRY_AFTER_S} s`,
+      );
+    }
+
+    stats.in_flight++;
+    const controller = new AbortController();
+    let settled = false;
+    /** Frees the read's slot once, counting how it ended (null: refused as a bad request). */
+    const settle = (outcome: 'completed' | 'cancelled' | 'failed' | null) => {
+      if (settled) return;
+      settled = true;
+      stats.in_flight--;
+      if (outcome !== null) stats[outcome]++;
+    };
+    // The connection closed before the answer was complete: the client went away.
+    reply.raw.on('close', () => {
+      if (!reply.raw.writableFinished) {
+        controller.abort(new Error('the client went away'));
+        settle('cancelled');
+      }
     });
+
+    const chunks = logger.readChunks(
+      table,
+      { ...query, maxFieldChars: limits.read_field_limit_chars },
+      { signal: controller.signal },
+    );
+    let first: IteratorResult<ReadChunk>;
+    try {
+      // Errors of the query itself come before the first slice: they still get a status of their own.
+      first = await chunks.next();
+    } catch (err) {
+      settle(null);
+      // Its client went away: nobody to answer.
+      if (controller.signal.aborted) return reply.hijack();
+      const bad = badRequest(err);
+      if (bad) return sendError(reply, 400, bad.message, bad.parameter ? { parameter: bad.parameter } : {});
+      if (err instanceof DamagedTableError) {
+        return reply
+          .code(500)
+          .send({ error: 'Damaged Table', message: err.message, table: err.table, day: err.day });
+      }
+      throw err;
+    }
+
+    const parts = answer(table, first.done ? undefined : first.value, chunks, limits, stats);
+    const body = Readable.from(closeWhenStalled(parts, reply), {
+      objectMode: false,
+      highWaterMark: 64 * 1024,
+    });
+    body.on('end', () => settle('completed'));
+    body.on('error', (err) => {
+      if (controller.signal.aborted) return;
+      request.log.error({ err }, 'read failed after its answer had started; connection closed');
+      settle('failed');
+      reply.raw.destroy(err);
+    });
+    return reply.type('application/json').send(body);
+  }
+
+  for (const { path, table } of READ_ROUTES) {
+    app.get(path, (request, reply) => serve(table, request, reply));
   }
   app.get('/api/openapi.json', (_request, reply) => reply.send(OPENAPI_DOCUMENT));
+  return { stats: () => ({ ...stats }) };
+}
+
+/** The answer's parts, closing the connection when the client takes none for SEND_STALL_MS. */
+async function* closeWhenStalled(parts: AsyncGenerator<string>, reply: FastifyReply): AsyncGenerator<string> {
+  for await (const part of parts) {
+    const timer = setTimeout(() => reply.raw.destroy(), SEND_STALL_MS);
+    try {
+      yield part;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
 }

@@ -1,7 +1,7 @@
 // Runs the server for one instance: opens the logger, listens, and on SIGTERM/SIGINT stops accepting,
 // lets requests in flight finish, flushes the pipeline and exits 0.
 
-import type { FastifyInstance, FastifyServerOptions } from 'fastify';
+import type { FastifyBaseLogger, FastifyInstance, FastifyServerOptions } from 'fastify';
 import { Logger } from '../index.ts';
 import { closeReadWorkers } from '../read/index.ts';
 import type { PartialOptions } from '../storage/options.ts';
@@ -38,11 +38,15 @@ export function isLoopback(host: string): boolean {
 }
 
 export async function runServer(o: RunServerOptions): Promise<RunningServer> {
+  // The logger's own lines (writes failing, log replay) go to the server's log once it exists.
+  let appLog: FastifyBaseLogger | null = null;
   const logger = await Logger.open({
     instanceId: o.instanceId,
     instanceDir: o.dir,
     // The server owns SIGTERM/SIGINT: it stops accepting and finishes requests before the logger stops.
     handleSignals: false,
+    log: (level, message) =>
+      appLog ? appLog[level](message) : console.error(`otelake ${level}: ${message}`),
     ...(o.options === undefined ? {} : { options: o.options }),
   });
   const host = o.host ?? logger.options.server_config.host;
@@ -51,6 +55,7 @@ export async function runServer(o: RunServerOptions): Promise<RunningServer> {
   let app: FastifyInstance;
   try {
     app = await buildServer(logger, { log: o.log ?? { level: 'info' } });
+    appLog = app.log;
     await app.listen({ host, port });
   } catch (err) {
     await logger.stop({ flush: 'auto' });

@@ -30,6 +30,12 @@ export interface AggregatorConfig {
   /** Under light load, a batch smaller than this waits (at most max_age_s) for more rows. */
   min_batch_rows: number;
   max_batch_rows: number;
+  /**
+   * Rows held between the queue and the tables (batches building, waiting for the writer or being
+   * written) at most, and at least max_batch_rows; beyond it the queue fills and the drop policy
+   * applies.
+   */
+  max_pending_rows: number;
   /** Keep batch column types stable (coerce every value to its column's type). */
   strict_df: boolean;
 }
@@ -81,6 +87,12 @@ export interface ServerConfig {
    * the event loop.
    */
   decode_workers: number | null;
+  /** Reads answered at once by /api/*; more get 503 with Retry-After. */
+  max_concurrent_reads: number;
+  /** Largest /api/* answer: it ends early (saying so) before it would exceed this. */
+  read_response_limit_bytes: number;
+  /** String values longer than this are cut to this many characters in /api/* answers. */
+  read_field_limit_chars: number;
 }
 
 export interface LoggerOptions {
@@ -120,6 +132,7 @@ export function defaultOptions(): LoggerOptions {
       max_age_s: 0.5,
       min_batch_rows: 100,
       max_batch_rows: 1000,
+      max_pending_rows: 65_536,
       strict_df: true,
     },
     storage_config: {
@@ -139,6 +152,9 @@ export function defaultOptions(): LoggerOptions {
       idle_timeout_s: 72,
       default_project_id: 'default',
       decode_workers: null,
+      max_concurrent_reads: 4,
+      read_response_limit_bytes: 64 * 1024 * 1024,
+      read_field_limit_chars: 1024 * 1024,
     },
   };
 }
@@ -210,6 +226,7 @@ export function validateOptions(o: LoggerOptions): void {
     a.min_batch_rows <= a.max_batch_rows,
     'aggregator_config.min_batch_rows: must not exceed max_batch_rows',
   );
+  check(isPosInt(a.max_pending_rows), 'aggregator_config.max_pending_rows: expected a positive integer');
   check(typeof a.strict_df === 'boolean', 'aggregator_config.strict_df: expected a boolean');
   const s = o.storage_config;
   check(isPosInt(s.checkpoint_interval), 'storage_config.checkpoint_interval: expected a positive integer');
@@ -244,6 +261,15 @@ export function validateOptions(o: LoggerOptions): void {
   check(
     v.decode_workers === null || (Number.isInteger(v.decode_workers) && v.decode_workers >= 0),
     'server_config.decode_workers: expected null (one per core) or an integer >= 0',
+  );
+  check(isPosInt(v.max_concurrent_reads), 'server_config.max_concurrent_reads: expected a positive integer');
+  check(
+    Number.isSafeInteger(v.read_response_limit_bytes) && v.read_response_limit_bytes >= 4096,
+    'server_config.read_response_limit_bytes: expected an integer >= 4096',
+  );
+  check(
+    isPosInt(v.read_field_limit_chars),
+    'server_config.read_field_limit_chars: expected a positive integer',
   );
 }
 

@@ -69,11 +69,41 @@ export class WorkerPool {
     };
   }
 
-  /** Runs `task` on a free worker; rejects with the worker's error message. */
-  run<T>(task: string, payload: unknown, transfer: Transferable[] = []): Promise<T> {
+  /**
+   * Runs `task` on a free worker; rejects with the worker's error message. An aborted `signal`
+   * rejects at once with its reason and takes a task still waiting for a worker out of the
+   * queue; a task already running finishes in its worker, and its result is dropped.
+   */
+  run<T>(task: string, payload: unknown, transfer: Transferable[] = [], signal?: AbortSignal): Promise<T> {
     if (this.closed) return Promise.reject(new Error('worker pool is closed'));
+    if (signal?.aborted) return Promise.reject(signal.reason);
     return new Promise<T>((resolve, reject) => {
-      this.queue.push({ task, payload, transfer, p: { resolve: resolve as (v: unknown) => void, reject } });
+      const job: Queued = {
+        task,
+        payload,
+        transfer,
+        p: { resolve: resolve as (v: unknown) => void, reject },
+      };
+      if (signal) {
+        const onAbort = () => {
+          const i = this.queue.indexOf(job);
+          if (i >= 0) this.queue.splice(i, 1);
+          reject(signal.reason);
+        };
+        signal.addEventListener('abort', onAbort, { once: true });
+        const done = () => signal.removeEventListener('abort', onAbort);
+        job.p = {
+          resolve: (v) => {
+            done();
+            resolve(v as T);
+          },
+          reject: (e) => {
+            done();
+            reject(e);
+          },
+        };
+      }
+      this.queue.push(job);
       this.dispatch();
     });
   }

@@ -18,6 +18,7 @@ import { join } from 'node:path';
 import { crc32 } from 'node:zlib';
 import type { PackedBatch } from '../delta/batch.ts';
 import { TABLE_NAMES, type TableName } from '../schema/tables.ts';
+import { diskFullNote, fsyncPath } from '../storage/files.ts';
 
 export interface WalEntry {
   table: TableName;
@@ -50,6 +51,8 @@ const HEADER_BYTES = 64;
 const RECORD_HEADER = 8;
 const ENTRY_HEADER = 32;
 const DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024;
+/** An active segment this large whose rows are all committed is replaced (and deleted) before the next write. */
+const RECYCLE_EMPTY_BYTES = 1024 * 1024;
 const SEGMENT_NAME = /^(\d{12})\.wal$/;
 const DAMAGED_DIR = 'damaged';
 
@@ -172,15 +175,6 @@ async function* readSegment(path: string, limit: number): AsyncGenerator<LoggedE
       yield entries;
       at += RECORD_HEADER + length;
     }
-  } finally {
-    await fh.close();
-  }
-}
-
-async function syncDir(dir: string): Promise<void> {
-  const fh = await open(dir, 'r');
-  try {
-    await fh.sync();
   } finally {
     await fh.close();
   }
@@ -350,6 +344,9 @@ export class WriteAheadLog {
 
   /** Writes and syncs the records of a group; on failure the segment is cut back to before them. */
   private async writeGroup(group: readonly Pending[]): Promise<LoggedEntry[][]> {
+    // The log holds only what is not committed yet: a quiet moment frees the disk it took.
+    if (this.active && this.active.segment.live === 0 && this.active.segment.bytes >= RECYCLE_EMPTY_BYTES)
+      await this.closeActive();
     const { segment, fh } = this.active ?? (await this.openSegment());
     const buffers: Uint8Array[] = [];
     const logged: LoggedEntry[][] = [];
@@ -376,7 +373,10 @@ export class WriteAheadLog {
         const chunk = buffers.slice(i, i + 1024);
         const want = chunk.reduce((n, b) => n + b.byteLength, 0);
         const { bytesWritten } = await fh.writev(chunk, at);
-        if (bytesWritten !== want) throw new Error(`short write to ${segment.path} (disk full?)`);
+        if (bytesWritten !== want) {
+          const note = await diskFullNote(segment.path);
+          throw new Error(`short write to ${segment.path}: ${bytesWritten} of ${want} bytes${note}`);
+        }
         at += want;
       }
       await fh.datasync();
@@ -412,7 +412,7 @@ export class WriteAheadLog {
     try {
       await fh.write(encodeHeader(this.epoch, this.nextSeq, this.prevValidBytes), 0, HEADER_BYTES, 0);
       await fh.datasync();
-      await syncDir(this.dir);
+      await fsyncPath(this.dir);
     } catch (err) {
       await fh.close().catch(() => {});
       await unlink(path).catch(() => {});

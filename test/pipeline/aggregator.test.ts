@@ -193,18 +193,50 @@ describe('Aggregator', () => {
   });
 
   it('stops taking rows when writes lag, so the queue fills and backpressure applies', async () => {
-    const { producer, tables, agg } = setup({ max_batch_rows: 10, min_batch_rows: 10, max_age_s: 60 });
+    const { producer, tables, agg } = setup({ max_batch_rows: 1000, min_batch_rows: 1000, max_age_s: 60 });
     let open!: () => void;
     tables.gate = new Promise((r) => {
       open = r;
     });
     agg.start();
-    await producer.enqueue('logs', logRows(200));
+    // max_pending_rows is 65,536 by default.
+    await producer.enqueue('logs', logRows(70_000));
+    await until(() => agg.stats().pending_rows.logs === 65_536);
     await new Promise((r) => setTimeout(r, 50));
-    assert.equal(producer.depth, 200 - 40, 'the aggregator holds at most 4 batches while writes lag');
+    assert.equal(
+      producer.depth,
+      70_000 - 65_536,
+      'the aggregator holds at most 65,536 rows while writes lag',
+    );
     open();
     tables.gate = null;
-    await until(() => tables.rows('logs/' + producer.today()).length === 200);
+    await until(() => tables.rows('logs/' + producer.today()).length === 70_000);
+    await agg.close();
+  });
+
+  it('joins the batches cut while the writer is busy into one file, keeping their order', async () => {
+    const { producer, tables, agg } = setup({ max_batch_rows: 100, min_batch_rows: 100, max_age_s: 60 });
+    let open!: () => void;
+    tables.gate = new Promise((r) => {
+      open = r;
+    });
+    agg.start();
+    await producer.enqueue('logs', logRows(1000));
+    await until(() => producer.depth === 0);
+    await new Promise((r) => setTimeout(r, 20));
+    open();
+    tables.gate = null;
+    const key = 'logs/' + producer.today();
+    await until(() => tables.rows(key).length === 1000);
+    // Two files were under way when the other eight batches were cut: those became one file.
+    assert.deepEqual(
+      tables.written.get(key)!.map((f) => f.length),
+      [100, 100, 800],
+    );
+    assert.deepEqual(
+      tables.rows(key),
+      logRows(1000).map((r) => r[names.indexOf('time_unix_nano')]),
+    );
     await agg.close();
   });
 

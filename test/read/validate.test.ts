@@ -151,7 +151,7 @@ describe('validateQuery', () => {
     rejects(
       'logs',
       { projectID: 'x' },
-      /unknown query parameter "projectID": one of dateFrom, dateTo, select, maxRows, storage, projectId,/,
+      /unknown query parameter "projectID": one of dateFrom, dateTo, since, until, select, maxRows, maxBytes, maxFieldChars, storage, projectId,/,
     );
     rejects('traces' as TableName, {}, /invalid table "traces": one of spans, span_events/);
     rejects('logs', 'x', /invalid query: expected an object/);
@@ -162,6 +162,8 @@ describe('validateQuery', () => {
 describe('pruneForNewest', () => {
   const f = (name: string, min: bigint | null, max: bigint | null, rows: number | null): FileEntry => ({
     path: name,
+    arrival: 0,
+    size: 0,
     minTs: min,
     maxTs: max,
     numRecords: rows,

@@ -32,7 +32,8 @@ const ROWS = ROUNDS * ROWS_PER_ROUND;
 let dir: string;
 let child: ChildProcess;
 let url: string;
-const stderr: string[] = [];
+/** The server's log: its logger's lines go to stderr until the HTTP server's log (stdout) exists. */
+const logLines: string[] = [];
 let layout: InstanceLayout;
 const { today, yesterday } = days();
 let truncated: string;
@@ -51,13 +52,14 @@ before(async () => {
   child = spawn(process.execPath, [CHILD, dir, 'dmg', JSON.stringify(options)], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  createInterface({ input: child.stderr! }).on('line', (line) => stderr.push(line));
+  createInterface({ input: child.stderr! }).on('line', (line) => logLines.push(line));
   url = await new Promise<string>((resolve, reject) => {
     createInterface({ input: child.stdout! }).on('line', (line) => {
+      logLines.push(line);
       const m = /listening on (http:\/\/\S+)/.exec(line);
       if (m) resolve(m[1]!);
     });
-    child.once('exit', (code) => reject(new Error(`server exited (${code}): ${stderr.join('\n')}`)));
+    child.once('exit', (code) => reject(new Error(`server exited (${code}): ${logLines.join('\n')}`)));
   });
 });
 
@@ -94,14 +96,23 @@ const traces = JSON.stringify({
 });
 const headers = { 'content-type': 'application/json', 'x-project-id': 'p' };
 
+/** Waits for a line of the server's log (it may arrive after the answer that caused it). */
+async function logged(text: string): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while (!logLines.some((l) => l.includes(text))) {
+    if (Date.now() > deadline) assert.fail(`no log line with "${text}":\n${logLines.join('\n')}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
 test('the server starts and reports each damaged table, in its log and in /healthz', async () => {
   assert.ok(
-    stderr.some(
+    logLines.some(
       (l) => l.includes(`the logs table of ${today} is damaged`) && l.includes('corrupt Delta commit'),
     ),
-    stderr.join('\n'),
+    logLines.join('\n'),
   );
-  assert.ok(stderr.some((l) => l.includes(`the spans table of ${today} had an unreadable checkpoint`)));
+  assert.ok(logLines.some((l) => l.includes(`the spans table of ${today} had an unreadable checkpoint`)));
   const health = (await getJson(`${url}/healthz`)).body;
   assert.equal(health.status, 'degraded');
   assert.equal(health.damaged_tables.length, 1);
@@ -157,7 +168,7 @@ test('reads of a damaged table fail clearly; other days and tables read normally
     ['logs', today, 'open'],
     ['spans', yesterday, 'read'],
   ]);
-  assert.ok(stderr.some((l) => l.includes(`the spans table of ${yesterday} is damaged`)));
+  await logged(`the spans table of ${yesterday} is damaged`);
 });
 
 test('repaired as otelake check says, the tables serve again without a restart', async () => {

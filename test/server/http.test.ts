@@ -541,7 +541,9 @@ describe('protobuf without the optional package', () => {
 
 describe('backpressure', () => {
   // One row per commit keeps the aggregator busy long enough for the queue to stay full.
-  const slow = { aggregator_config: { max_batch_rows: 1, min_batch_rows: 1, max_age_s: 0.05 } };
+  const slow = {
+    aggregator_config: { max_batch_rows: 1, min_batch_rows: 1, max_pending_rows: 4, max_age_s: 0.05 },
+  };
   const first = Array.from({ length: 20 }, (_, i) => `row-${i}`);
   // The aggregator holds at most 4 rows of this configuration: 16 stay queued, 10 more do not fit.
   const late = Array.from({ length: 10 }, (_, i) => `late-${i}`);
@@ -628,6 +630,50 @@ describe('backpressure', () => {
       for (const [i, r] of replies.entries()) {
         const { body } = await getJson(`${s.url}/api/logs?project_id=bl${i}&limit=5000`);
         assert.equal(body.count, r.status === 200 ? 3000 : 0, `request ${i} stored all or nothing`);
+      }
+    } finally {
+      await s.close();
+    }
+  });
+  test('a trace request is admitted whole: a 503 leaves none of its spans, events or links stored', async () => {
+    // A queue of 10 rows that the aggregator drains meanwhile; each request feeds three tables.
+    const s = await startServer({ producer_config: { max_queue_size: 10, block_timeout_s: 0 } });
+    try {
+      const hex = (n: number, len: number) => n.toString(16).padStart(len, '0');
+      const request = (r: number) =>
+        JSON.stringify({
+          resourceSpans: [
+            {
+              scopeSpans: [
+                {
+                  spans: Array.from({ length: 3 }, (_, i) => ({
+                    traceId: hex(r + 1, 32),
+                    spanId: hex(r * 10 + i + 1, 16),
+                    name: `s${i}`,
+                    startTimeUnixNano: '1763700000000000000',
+                    events: [{ timeUnixNano: '1763700000000000001', name: 'e' }],
+                    links: [{ traceId: hex(999_999, 32), spanId: hex(1, 16) }],
+                  })),
+                },
+              ],
+            },
+          ],
+        });
+      const replies = await Promise.all(
+        Array.from({ length: 200 }, (_, r) => post(`${s.url}/v1/traces`, request(r))),
+      );
+      const ok = replies.flatMap((x, r) => (x.status === 200 ? [hex(r + 1, 32)] : []));
+      assert.ok(replies.every((x) => x.status === 200 || x.status === 503));
+      assert.ok(ok.length > 0 && ok.length < 200, `${ok.length} of 200 admitted`);
+      await waitWritten(s.url, ok.length * 9);
+      for (const table of ['spans', 'span_events', 'span_links']) {
+        const { body } = await getJson(`${s.url}/api/${table}?limit=10000&select=trace_id`);
+        const traces = body.rows.map((row: Json) => row.trace_id as string).sort();
+        assert.deepEqual(
+          traces,
+          ok.flatMap((t) => [t, t, t]).sort(),
+          `${table}: three rows of each admitted request`,
+        );
       }
     } finally {
       await s.close();

@@ -62,4 +62,21 @@ describe('WorkerPool', () => {
     await pool.close();
     await assert.rejects(pool.run('echo', 1), /closed/);
   });
+
+  it('an aborted signal takes a waiting task out of the queue and rejects a running one at once', async () => {
+    const pool = new WorkerPool(url, { size: 1 });
+    const first = new AbortController();
+    const second = new AbortController();
+    const running = pool.run('slow', 200, [], first.signal);
+    const waiting = pool.run('echo', 'never', [], second.signal);
+    assert.equal(pool.queuedTasks, 1);
+    second.abort(new Error('client went away'));
+    await assert.rejects(waiting, /client went away/);
+    assert.equal(pool.queuedTasks, 0, 'the aborted task left the queue');
+    first.abort(new Error('stop'));
+    await assert.rejects(running, /stop/);
+    await assert.rejects(pool.run('echo', 1, [], AbortSignal.abort(new Error('already'))), /already/);
+    assert.equal(await pool.run('echo', 'next'), 'next', 'the worker serves the next task');
+    await pool.close();
+  });
 });

@@ -1,0 +1,63 @@
+// A server in a child process (run-server.ts: runServer as `otelake start --foreground` runs it),
+// for tests that measure or stop the server process itself.
+
+import { type ChildProcess, spawn } from 'node:child_process';
+import { readFile, writeFile } from 'node:fs/promises';
+import { createInterface } from 'node:readline';
+import type { PartialOptions } from '../../../src/storage/options.ts';
+
+const CHILD = new URL('./run-server.ts', import.meta.url).pathname;
+
+export interface ChildServer {
+  url: string;
+  pid: number;
+  child: ChildProcess;
+  /** The server's log messages so far. */
+  messages: string[];
+  /** SIGTERM, then the exit code. */
+  stop(): Promise<number | null>;
+}
+
+export async function startChildServer(
+  dir: string,
+  instanceId: string,
+  options: PartialOptions = {},
+): Promise<ChildServer> {
+  const child = spawn(process.execPath, [CHILD, dir, instanceId, JSON.stringify(options)], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  const messages: string[] = [];
+  const url = await new Promise<string>((resolve, reject) => {
+    createInterface({ input: child.stdout! }).on('line', (line) => {
+      const msg = (JSON.parse(line) as { msg: string }).msg;
+      messages.push(msg);
+      const m = /listening on (http:\/\/\S+)/.exec(msg);
+      if (m) resolve(m[1]!);
+    });
+    child.on('exit', () => reject(new Error(`server exited early: ${messages.join(' | ')}`)));
+  });
+  return {
+    url,
+    pid: child.pid!,
+    child,
+    messages,
+    async stop() {
+      if (child.exitCode === null) child.kill('SIGTERM');
+      return exited;
+    },
+  };
+}
+
+/** A field of /proc/<pid>/status in MiB (Linux). */
+export async function memoryMiB(pid: number, field: 'VmRSS' | 'VmHWM'): Promise<number> {
+  const status = await readFile(`/proc/${pid}/status`, 'utf8');
+  const kb = Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(status)?.[1]);
+  if (!Number.isFinite(kb)) throw new Error(`no ${field} in /proc/${pid}/status`);
+  return kb / 1024;
+}
+
+/** Resets the peak RSS (VmHWM) of a process to its current RSS (Linux). */
+export async function resetPeakRss(pid: number): Promise<void> {
+  await writeFile(`/proc/${pid}/clear_refs`, '5');
+}

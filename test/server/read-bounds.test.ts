@@ -1,0 +1,125 @@
+// Bounded reads, outside in: a server in its own process answers reads of 50 MB rows with their
+// values cut and its memory bounded, refuses reads beyond max_concurrent_reads with 503 and
+// Retry-After, and cancels the read of a client that goes away.
+
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { closeDeltaWorkers } from '../../src/delta/table.ts';
+import type { Row } from '../../src/schema/tables.ts';
+import { InstanceLayout } from '../../src/storage/layout.ts';
+import { waitFor } from '../cli/helpers.ts';
+import { appendRows, fullRow } from '../read/fixtures.ts';
+import { type ChildServer, memoryMiB, resetPeakRss, startChildServer } from './helpers/child-server.ts';
+import { getJson, type Json } from './helpers/harness.ts';
+
+const DAY = new Date().toISOString().slice(0, 10);
+const BIG_ROWS = 6;
+const BIG_CHARS = 50 * 1024 * 1024;
+const FIELD_LIMIT = 1024 * 1024;
+/** The bound stated for the server process while it reads the 50 MB rows (README, docs/http-api.md). */
+const PEAK_RSS_BOUND_MIB = 1024;
+const WIDE_ROWS = 160;
+
+let dir: string;
+let server: ChildServer;
+
+function row(project: string, i: number, body: string): Row {
+  const ts = BigInt(Date.parse(`${DAY}T00:00:00Z`)) * 1000n + BigInt(i) * 1000n;
+  return fullRow('logs', { project_id: project, event_ts: ts, time_unix_nano: ts * 1000n, body });
+}
+
+before(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'otelake-read-bounds-'));
+  const layout = new InstanceLayout(dir, 'rb');
+  // Incompressible text, so that each 50 MB row is a file of about that size.
+  const text = randomBytes((BIG_CHARS * 3) / 4).toString('base64');
+  for (let i = 0; i < BIG_ROWS; i++) await appendRows(layout, DAY, 'logs', [row('big', i, `${i}${text}`)]);
+  // 160 rows of 256 KiB: an answer of 40 MB, more than the sockets between client and server hold.
+  const wide = text.slice(0, 256 * 1024);
+  await appendRows(
+    layout,
+    DAY,
+    'logs',
+    Array.from({ length: WIDE_ROWS }, (_, i) => row('wide', i, `${i}${wide}`)),
+  );
+  await closeDeltaWorkers();
+  server = await startChildServer(dir, 'rb', { server_config: { max_concurrent_reads: 1 } });
+});
+
+after(async () => {
+  await server?.stop();
+  await rm(dir, { recursive: true, force: true });
+});
+
+const reads = async (): Promise<Json> => (await getJson(`${server.url}/healthz`)).body.reads;
+
+describe('bounded reads (server in its own process)', () => {
+  test(`50 MB rows: answered with their values cut, the server staying under ${PEAK_RSS_BOUND_MIB} MiB`, async (t) => {
+    const before = await memoryMiB(server.pid, 'VmRSS');
+    await resetPeakRss(server.pid);
+    const res = await fetch(`${server.url}/api/logs?project_id=big`);
+    assert.equal(res.status, 200);
+    const body = (await res.json()) as Json;
+    const peak = await memoryMiB(server.pid, 'VmHWM');
+    t.diagnostic(
+      `server RSS ${before.toFixed(0)} MiB before the read, peak ${peak.toFixed(0)} MiB during it`,
+    );
+
+    assert.equal(body.count, BIG_ROWS);
+    assert.deepEqual(
+      body.rows.map((r: Json) => r.body.length),
+      Array(BIG_ROWS).fill(FIELD_LIMIT),
+    );
+    // Newest first, each body the start of its own row.
+    assert.deepEqual(
+      body.rows.map((r: Json) => r.body[0]),
+      Array.from({ length: BIG_ROWS }, (_, i) => String(BIG_ROWS - 1 - i)),
+    );
+    assert.deepEqual(
+      body.truncated_values,
+      Array.from({ length: BIG_ROWS }, (_, i) => ({ row: i, column: 'body', chars: BIG_CHARS + 1 })),
+    );
+    assert.equal(body.incomplete, undefined);
+    assert.ok(peak < PEAK_RSS_BOUND_MIB, `peak RSS ${peak.toFixed(0)} MiB`);
+  });
+
+  test('beyond max_concurrent_reads: 503 with Retry-After; a client that goes away cancels its read', async () => {
+    const start = await reads();
+    // A client that asks for 40 MB and reads none of it holds the only read slot.
+    const url = new URL(server.url);
+    const stalled = connect({ host: url.hostname, port: Number(url.port) });
+    await new Promise<void>((ok) => stalled.once('connect', ok));
+    stalled.pause();
+    stalled.write(`GET /api/logs?project_id=wide&limit=1000 HTTP/1.1\r\nhost: ${url.host}\r\n\r\n`);
+    await waitFor('the stalled read in flight', async () => (await reads()).in_flight === 1);
+
+    const refused = await fetch(`${server.url}/api/logs?project_id=big&limit=1`);
+    assert.equal(refused.status, 503);
+    assert.equal(refused.headers.get('retry-after'), '1');
+    const error = (await refused.json()) as Json;
+    assert.match(error.message, /server_config\.max_concurrent_reads/);
+    assert.equal((await reads()).refused, start.refused + 1);
+
+    // It stays in flight while its client holds on: the server waits for the client, not the reverse.
+    await new Promise((r) => setTimeout(r, 300));
+    assert.equal((await reads()).in_flight, 1);
+
+    stalled.destroy();
+    await waitFor('the read cancelled', async () => (await reads()).in_flight === 0);
+    const end = await reads();
+    assert.equal(end.cancelled, start.cancelled + 1);
+    assert.equal(end.completed, start.completed);
+
+    assert.ok(!server.messages.some((m) => /failed|error/i.test(m)), server.messages.join(' | '));
+
+    // The slot is free again.
+    const { status, body } = await getJson(`${server.url}/api/logs?project_id=wide&limit=2&select=event_ts`);
+    assert.equal(status, 200);
+    assert.equal(body.count, 2);
+  });
+});
