@@ -134,5 +134,11 @@ export function buildProgram(): Command {
     .option('-f, --follow', 'keep printing rows as they are committed, oldest first, until Ctrl-C', false)
     .action(async (flags: ViewFlags) => (await import('./view.ts')).viewCommand(flags));
 
+  instanceOptions(program.command('check'), 'to check')
+    .description(
+      'validate every table of an instance (log, checkpoints, data files) and say how to repair damage',
+    )
+    .action(async (flags: InstanceFlags) => (await import('./check.ts')).checkCommand(flags));
+
   return program;
 }

@@ -288,6 +288,13 @@ export function transferables(batches: Batches): ArrayBuffer[] {
   }
   return [...out];
 }
+/** Bytes of the buffers holding the batches (what moving them to a worker moves). */
+export function batchBytes(batches: Batches): number {
+  let n = 0;
+  for (const b of transferables(batches)) n += b.byteLength;
+  return n;
+}
+
 /** False once the batches' buffers were transferred away (and not handed back). */
 export function isIntact(batches: Batches): boolean {
   return transferables(batches).every((b) => !b.detached);

@@ -9,11 +9,11 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from '../index.ts';
 import {
   type CutValue,
+  DamagedTableError,
   type ReadChunk,
   type ReadQuery,
   rowToJson,
   StorageUnavailableError,
-  streamRows,
   validateQuery,
 } from '../read/index.ts';
 import type { TableName } from '../schema/tables.ts';
@@ -301,8 +301,7 @@ export function registerReadRoutes(
       }
     });
 
-    const chunks = streamRows(
-      logger.layout,
+    const chunks = logger.readChunks(
       table,
       { ...query, maxFieldChars: limits.read_field_limit_chars },
       { signal: controller.signal },
@@ -317,6 +316,11 @@ export function registerReadRoutes(
       if (controller.signal.aborted) return reply.hijack();
       const bad = badRequest(err);
       if (bad) return sendError(reply, 400, bad.message, bad.parameter ? { parameter: bad.parameter } : {});
+      if (err instanceof DamagedTableError) {
+        return reply
+          .code(500)
+          .send({ error: 'Damaged Table', message: err.message, table: err.table, day: err.day });
+      }
       throw err;
     }
 

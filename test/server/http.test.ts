@@ -628,9 +628,9 @@ describe('backpressure', () => {
     }
   });
 
-  test('bodies beyond the decode backlog get 503 with Retry-After at once; the others are stored whole', async () => {
-    // One worker, a backlog of one byte: while a body is being decoded, any other is refused.
-    const s = await startServer({ server_config: { decode_workers: 1 } }, { decodeBacklogBytes: 1 });
+  test('bodies beyond max_body_bytes_in_flight get 503 with Retry-After at once; the others are stored whole', async () => {
+    // A budget of one byte: while a request is in flight (read, decoded, queued), any other is refused.
+    const s = await startServer({ server_config: { decode_workers: 1, max_body_bytes_in_flight: 1 } });
     try {
       const big = (i: number) =>
         logsRequest(
@@ -642,11 +642,14 @@ describe('backpressure', () => {
       );
       const statuses = replies.map((r) => r.status);
       assert.ok(statuses.includes(200), `some requests are decoded: ${statuses}`);
-      assert.ok(statuses.includes(503), `some are refused while the worker is busy: ${statuses}`);
+      assert.ok(statuses.includes(503), `some are refused while another is in flight: ${statuses}`);
       for (const r of replies.filter((x) => x.status === 503)) {
         assert.equal(r.headers.get('retry-after'), '1');
-        assert.match(JSON.parse(r.text).message, /decode workers are busy/);
+        assert.match(JSON.parse(r.text).message, /max_body_bytes_in_flight = 1 bytes.*retry after 1 s/);
       }
+      const health = await getJson(`${s.url}/healthz`);
+      assert.equal(health.body.http.bodies_refused, statuses.filter((x) => x === 503).length);
+      assert.equal(health.body.http.body_bytes_in_flight, 0, 'every answered request gave its bytes back');
       const accepted = statuses.filter((x) => x === 200).length;
       await waitWritten(s.url, accepted * 3000);
       for (const [i, r] of replies.entries()) {
