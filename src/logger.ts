@@ -279,7 +279,7 @@ export class Logger {
     this.aggregator.start();
     if (this.wal) await this.replay(this.wal, phases);
     this.installHooks();
-    if (opts.auto_start) this.start();
+    if (opts.auto_start) await this.start();
   }
 
   /** What the aggregator needs of the write-ahead log. */
@@ -428,12 +428,16 @@ export class Logger {
     await appendDayPhase(this.layout.daysIndex, { day, phase: 'open' });
   }
 
-  /** Starts accepting rows (idempotent). With `auto_start` false, ingest is refused until then. */
-  start(): void {
+  /**
+   * Starts accepting rows once the instance is prepared, so that `new Logger(...)`, `await
+   * start()`, ingest works as specified. Idempotent: a started logger resolves at once. With
+   * `auto_start` false, ingest is refused until then.
+   */
+  async start(): Promise<void> {
+    if (!this.aggregator) await this.ready;
     if (this.state === 'running') return;
     if (this.state !== 'created') throw new Error(`cannot start a logger that is ${this.state}`);
-    if (!this.aggregator) throw new Error('the logger is not ready yet: await logger.ready');
-    this.aggregator.start();
+    this.aggregator!.start();
     this.state = 'running';
   }
 

@@ -718,7 +718,9 @@ export class BatchBuilder {
           if (c.utf8) {
             c.utf8.push(v as string | null);
             if (v !== null) c.valid![at + i - from] = 1;
-          } else c.items!.push(v);
+            // A copy: a list of an unpacked batch is a view of its buffer, which moves to the
+            // Parquet worker with this batch while the rest of the source may still be queued.
+          } else c.items!.push(v === null ? null : (v as BigInt64Array | Float64Array).slice());
         }
         continue;
       }

@@ -11,6 +11,7 @@ import { registerIngestRoutes } from './ingest.ts';
 import { ServerLimits } from './limits.ts';
 import { isValidProjectId, PROJECT_ID_RULE } from './project.ts';
 import { registerReadRoutes } from './read-api.ts';
+import { logRefusals, noteRefusal } from './refusals.ts';
 
 export interface BuildServerOptions {
   /** fastify's logger setting (pino options, or true/false). Default: off. */
@@ -44,6 +45,8 @@ export async function buildServer(logger: Logger, opts: BuildServerOptions = {})
   });
   limits.register(app);
 
+  logRefusals(app);
+
   const decoders = await Decoders.create({
     settings: logger.validation,
     workers: server.decode_workers ?? availableParallelism(),
@@ -55,6 +58,7 @@ export async function buildServer(logger: Logger, opts: BuildServerOptions = {})
   app.setErrorHandler((err: Error & { statusCode?: number }, request, reply) => {
     const status = err.statusCode !== undefined && err.statusCode >= 400 ? err.statusCode : 500;
     if (status >= 500) request.log.error({ err }, 'request failed');
+    noteRefusal(reply, err.message);
     // A Content-Type header fastify cannot even parse: same plain-text 415 as any unsupported type.
     if (status === 415) return reply.code(415).type('text/plain; charset=utf-8').send(`${err.message}\n`);
     return reply

@@ -7,6 +7,7 @@
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import * as zlib from 'node:zlib';
+import { CodecUnavailableError, decompressLz4, decompressSnappy, decompressSnappyFramed } from './codecs.ts';
 
 /** A request the body reader refuses; `statusCode` is the HTTP status to answer with. */
 export class BodyError extends Error {
@@ -42,12 +43,26 @@ function gunzip(body: Buffer, options: { maxOutputLength: number }): Buffer {
   return zlib.gunzipSync(body, { ...options, chunkSize: gunzipBufferSize(body, options.maxOutputLength) });
 }
 
+/** Whether a body starts with a zlib header (RFC 1950: deflate method, header checksum). */
+function hasZlibHeader(body: Uint8Array): boolean {
+  return body.length >= 2 && (body[0]! & 0x0f) === 8 && ((body[0]! << 8) | body[1]!) % 31 === 0;
+}
+
+// HTTP's "deflate" is the zlib format (RFC 9110 8.4.1.2), which the Collector sends for both
+// `deflate` and `zlib`; some clients send raw deflate under that name, which is accepted too.
+const inflate: Decompress = (body, options) =>
+  hasZlibHeader(body) ? zlib.inflateSync(body, options) : zlib.inflateRawSync(body, options);
+
+/** Every coding the Collector's otlp_http exporter offers (its `compression`), and brotli. */
 const DECOMPRESSORS: Record<string, Decompress> = {
   gzip: gunzip,
   'x-gzip': gunzip,
-  // HTTP's "deflate" is the zlib format (RFC 9110 8.4.1.2).
-  deflate: zlib.inflateSync,
+  deflate: inflate,
+  zlib: inflate,
   br: zlib.brotliDecompressSync,
+  snappy: decompressSnappy,
+  'x-snappy-framed': decompressSnappyFramed,
+  lz4: decompressLz4,
 };
 // zstd arrived in Node 22.15 / 23.8; offered only where this Node has it.
 const zstd = (zlib as unknown as { zstdDecompressSync?: Decompress }).zstdDecompressSync;
@@ -95,6 +110,9 @@ export function decompress(body: Buffer, codings: readonly string[], limit: numb
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE') {
         throw tooLarge(limit, 'size after decompression');
+      }
+      if (err instanceof CodecUnavailableError) {
+        throw new BodyError(415, `Content-Encoding "${coding}" is not available here: ${err.message}`);
       }
       throw new BodyError(400, `cannot decompress the request body: ${(err as Error).message}`);
     }

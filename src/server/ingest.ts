@@ -17,6 +17,7 @@ import type { TableName } from '../schema/tables.ts';
 import { type BodyBudget, BodyError, closeAfterAnswer, codingsFor, readBody } from './body.ts';
 import type { DecodedTable, DecodeResult, Decoders } from './decode.ts';
 import { isValidProjectId, PROJECT_ID_RULE } from './project.ts';
+import { noteRefusal } from './refusals.ts';
 
 type Format = BodyFormat;
 
@@ -78,6 +79,7 @@ function formatOf(contentType: string | undefined): Format | null {
 }
 
 function sendText(reply: FastifyReply, status: number, text: string): FastifyReply {
+  noteRefusal(reply, text);
   return reply
     .code(status)
     .type('text/plain; charset=utf-8')
@@ -91,6 +93,7 @@ function asBuffer(bytes: Uint8Array): Buffer {
 
 /** A failure answered with a google.rpc.Status in the request's encoding. */
 function sendStatus(reply: FastifyReply, status: number, message: string, format: Format): FastifyReply {
+  noteRefusal(reply, message);
   return reply
     .code(status)
     .type(CONTENT_TYPE[format])

@@ -20,6 +20,7 @@ import type { TableName } from '../schema/tables.ts';
 import { validateDay } from '../storage/layout.ts';
 import type { ServerConfig } from '../storage/options.ts';
 import { OPENAPI_DOCUMENT, READ_ROUTES } from './openapi.ts';
+import { noteRefusal } from './refusals.ts';
 
 const DEFAULT_LIMIT = 100;
 export const MAX_LIMIT = 10_000;
@@ -159,6 +160,7 @@ function toHttpNames(message: string): string {
 }
 
 function sendError(reply: FastifyReply, status: number, message: string, extra?: object): FastifyReply {
+  noteRefusal(reply, message);
   const error = status === 400 ? 'Bad Request' : status === 503 ? 'Service Unavailable' : 'Error';
   return reply.code(status).send({ error, message, ...extra });
 }

@@ -79,6 +79,10 @@ export class InstanceLayout {
   get pidFile(): string {
     return join(this.root, 'otelake.pid');
   }
+  /** Where the server holding the pidfile listens (JSON), for `otelake status` and `stop`. */
+  get addressFile(): string {
+    return join(this.root, 'otelake.address.json');
+  }
   get serverLog(): string {
     return join(this.root, 'logs', 'server.log');
   }

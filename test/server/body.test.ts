@@ -116,9 +116,9 @@ describe('readBody and decompress', () => {
   });
 
   test('unknown content coding is 415 naming it', async () => {
-    const res = await post(payload, { 'content-encoding': 'snappy' });
+    const res = await post(payload, { 'content-encoding': 'compress' });
     assert.equal(res.status, 415);
-    assert.match(res.bytes.toString(), /unsupported Content-Encoding "snappy"/);
+    assert.match(res.bytes.toString(), /unsupported Content-Encoding "compress"/);
   });
 
   test('corrupt compressed data is 400', async () => {
