@@ -49,37 +49,75 @@ def get_json(url: str):
         return json.loads(res.read())
 
 
+class Server:
+    """A running `otelake start --foreground` process, its output in a file (so that a chatty
+    server never blocks on a full pipe)."""
+
+    def __init__(self, url: str, data: Path, instance: str, proc: subprocess.Popen, log: Path):
+        self.url, self.data, self.instance, self.proc, self.log = url, data, instance, proc, log
+
+    def output(self) -> str:
+        return self.log.read_text()
+
+    def table_dirs(self, table: str) -> list:
+        """The Delta table of `table` in every UTC day folder of the instance."""
+        days = self.data / self.instance / "staging" / "days"
+        return sorted(p for p in days.glob(f"*/otel/{table}") if (p / "_delta_log").is_dir())
+
+    def stop(self) -> str:
+        """SIGTERM (every accepted row is written first), then the server's whole output."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=60)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+        assert self.proc.returncode == 0, self.output()[-4000:]
+        return self.output()
+
+
 @contextmanager
-def otelake_server(data: Path, instance: str):
-    """An otelake server on a free loopback port, started as a user would start it (the CLI), and
-    stopped gracefully at the end; yields its base URL."""
+def otelake_process(data: Path, instance: str, options: dict | None = None):
+    """An otelake server on a free loopback port, started as a user would start it (the CLI);
+    yields the Server. `options` (partial) are saved as the instance's options first."""
+    if options is not None:
+        config = data / instance / "configs" / "options.json"
+        config.parent.mkdir(parents=True, exist_ok=True)
+        config.write_text(json.dumps(options))
     port = free_port()
-    proc = subprocess.Popen(
-        [NODE, str(ROOT / "bin/otelake.js"), "start", "--foreground",
-         "-D", str(data), "-I", instance, "-H", "127.0.0.1", "-P", str(port)],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
+    log = data / f"{instance}.server.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [NODE, str(ROOT / "bin/otelake.js"), "start", "--foreground",
+             "-D", str(data), "-I", instance, "-H", "127.0.0.1", "-P", str(port)],
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    server = Server(f"http://127.0.0.1:{port}", data, instance, proc, log)
     try:
         deadline = time.time() + 60
         while True:
             try:
-                get_json(f"{url}/healthz")
+                get_json(f"{server.url}/healthz")
                 break
             except OSError:
                 if proc.poll() is not None or time.time() > deadline:
-                    proc.kill()
-                    raise AssertionError(f"server did not start:\n{proc.stdout.read()}")
+                    raise AssertionError(f"server did not start:\n{server.output()}")
                 time.sleep(0.1)
-        yield url
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=60) == 0, proc.stdout.read()
+        yield server
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+@contextmanager
+def otelake_server(data: Path, instance: str):
+    """An otelake server started with the CLI and stopped gracefully at the end; yields its URL."""
+    with otelake_process(data, instance) as server:
+        yield server.url
+        server.stop()
 
 
 def wait_written(url: str, rows: int, timeout: float = 30) -> None:

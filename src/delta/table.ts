@@ -134,6 +134,21 @@ export class DeltaConflictError extends Error {
   override name = 'DeltaConflictError';
 }
 
+/**
+ * The table's log cannot be read into a snapshot: a commit that is not valid JSON, a missing
+ * commit, no readable checkpoint or commit to start from, another table's schema. Retrying does
+ * not help; the table needs repair (`otelake check` says how).
+ */
+export class DeltaLogError extends Error {
+  override name = 'DeltaLogError';
+}
+
+/** A checkpoint the snapshot was not built from because it cannot be read (see loadState). */
+export interface UnreadableCheckpoint {
+  version: number;
+  message: string;
+}
+
 const ENGINE_INFO = `otelake/${VERSION}`;
 /** A commit of a written file is tried this often, waiting COMMIT_RETRY_MS, then twice as long... */
 const COMMIT_ATTEMPTS = 8;
@@ -207,6 +222,8 @@ class LogState {
   readonly adds = new Map<string, AddAction>();
   readonly removes = new Map<string, RemoveAction>();
   readonly txns = new Map<string, TxnAction>();
+  /** Checkpoints newer than the one this state started from, skipped as unreadable. */
+  unreadableCheckpoints: UnreadableCheckpoint[] = [];
   /** `commitInfo.timestamp` of `version`; null when unknown (e.g. loaded from a checkpoint). */
   timestamp: number | null = null;
 
@@ -339,13 +356,23 @@ async function replayCommits(store: LogStore, state: LogState): Promise<number> 
     const buf = await store.read(commitFileName(v));
     if (!buf) return applied;
     state.timestamp = null;
-    for (const a of parseCommit(UTF8.decode(buf), v)) state.apply(a);
+    let actions: Action[];
+    try {
+      actions = parseCommit(UTF8.decode(buf), v);
+    } catch (err) {
+      throw new DeltaLogError((err as Error).message);
+    }
+    for (const a of actions) state.apply(a);
     state.version = v;
     applied++;
   }
 }
 
-/** The table's latest snapshot: the newest readable checkpoint, then the commits after it. */
+/**
+ * The table's latest snapshot: the newest readable checkpoint, then the commits after it. An
+ * unreadable checkpoint is skipped (listed in `unreadableCheckpoints`) for an older one or the
+ * commits; a log that gives no snapshot throws a DeltaLogError.
+ */
 async function loadState(store: LogStore): Promise<LogState> {
   // _last_checkpoint first: the checkpoint it names was written before it.
   const hinted = await readLastCheckpointVersion(store);
@@ -354,28 +381,38 @@ async function loadState(store: LogStore): Promise<LogState> {
     (a, b) => b - a,
   );
   let state = new LogState();
+  const unreadable: UnreadableCheckpoint[] = [];
   for (const cp of candidates) {
     const buf = await store.read(checkpointFileName(cp));
-    if (!buf) continue;
+    if (!buf) {
+      if (cp === hinted)
+        unreadable.push({ version: cp, message: `${LAST_CHECKPOINT} names it, but it is missing` });
+      continue;
+    }
     try {
       const s = new LogState();
       for (const a of decodeCheckpoint(buf)) s.apply(a);
-      if (!s.metaData || !s.protocol) continue;
+      if (!s.metaData || !s.protocol) throw new Error('it has no protocol or metaData action');
       s.version = cp;
       state = s;
       break;
-    } catch {
+    } catch (err) {
       // An unreadable checkpoint: fall back to an older one, or to the commits.
+      unreadable.push({ version: cp, message: (err as Error).message });
     }
   }
+  state.unreadableCheckpoints = unreadable;
+  const skipped = unreadable.map((u) => `; checkpoint ${u.version} is unreadable (${u.message})`).join('');
   await replayCommits(store, state);
   const table = dirname(store.where);
   if (state.version < 0 || !state.metaData || !state.protocol) {
-    throw new Error(`${table} is not a Delta table (no readable _delta_log)`);
+    throw new DeltaLogError(`${table} is not a Delta table (no readable _delta_log)${skipped}`);
   }
   const newest = listing.commits.at(-1);
   if (newest !== undefined && newest > state.version) {
-    throw new Error(`Delta log of ${table} is missing commit ${state.version + 1} (newest is ${newest})`);
+    throw new DeltaLogError(
+      `Delta log of ${table} is missing commit ${state.version + 1} (newest is ${newest})${skipped}`,
+    );
   }
   return state;
 }
@@ -542,7 +579,7 @@ export class DeltaTable {
     const state = await loadState(localLogStore(join(root, LOG_DIR)));
     const found = state.metaData!.schemaString;
     if (found !== schemaString) {
-      throw new Error(
+      throw new DeltaLogError(
         `Delta table ${root} has a different schema than ${schema.name}: ${found} (expected ${schemaString})`,
       );
     }
@@ -559,6 +596,11 @@ export class DeltaTable {
 
   get version(): number {
     return this.state.version;
+  }
+
+  /** Checkpoints newer than the snapshot's base that could not be read (a new checkpoint mends them). */
+  get unreadableCheckpoints(): readonly UnreadableCheckpoint[] {
+    return this.state.unreadableCheckpoints;
   }
 
   get metadata(): Readonly<MetadataAction> {
@@ -1110,6 +1152,25 @@ export class DeltaTable {
   async checkpoint(): Promise<void> {
     const cp = await inLane(this.dir, async () => this.captureCheckpoint());
     await this.track(this.writeCheckpointOf(cp));
+  }
+
+  /**
+   * Replaces the checkpoints the snapshot skipped as unreadable (readers that start from them
+   * fail): a new checkpoint of the current version, then the unreadable older ones deleted (one of
+   * the same version is replaced). Returns how many there were.
+   */
+  async mendCheckpoints(): Promise<number> {
+    const broken = this.state.unreadableCheckpoints;
+    if (broken.length === 0) return 0;
+    await this.checkpoint();
+    for (const c of broken) {
+      if (c.version >= this.lastCheckpointed) continue;
+      await unlink(join(this.logDir, checkpointFileName(c.version))).catch((err: unknown) => {
+        if (errCode(err) !== 'ENOENT') throw err;
+      });
+    }
+    this.state.unreadableCheckpoints = [];
+    return broken.length;
   }
 
   /**

@@ -6,8 +6,10 @@
 import { readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { commitFileName, LOG_DIR } from '../delta/actions.ts';
+import { dataFileProblems } from '../delta/check.ts';
 import { compareCodePoints, type FileStats } from '../delta/stats.ts';
-import { type AddFile, DeltaTable, listLog, readSnapshot } from '../delta/table.ts';
+import { type AddFile, DeltaLogError, DeltaTable, listLog, readSnapshot } from '../delta/table.ts';
+import type { TableName } from '../schema/tables.ts';
 import { readDayStates } from '../storage/days-index.ts';
 import type { InstanceLayout } from '../storage/layout.ts';
 import { isDay } from '../storage/layout.ts';
@@ -43,6 +45,27 @@ export class StorageUnavailableError extends TypeError {
     super(message);
     this.name = 'StorageUnavailableError';
     this.missing = missing;
+  }
+}
+
+/**
+ * A day's table cannot be read: its Delta log or one of its data files is damaged. Reads of other
+ * tables and days are not affected.
+ */
+export class DamagedTableError extends Error {
+  readonly table: TableName;
+  readonly day: string;
+  /** What is damaged. */
+  readonly reason: string;
+  constructor(table: TableName, day: string, reason: string) {
+    super(
+      `the ${table} table of ${day} is damaged: ${reason}. Other days read normally (narrow the date ` +
+        'range to leave it out); `otelake check` says how to repair it',
+    );
+    this.name = 'DamagedTableError';
+    this.table = table;
+    this.day = day;
+    this.reason = reason;
   }
 }
 
@@ -344,7 +367,9 @@ export async function resolveFiles(
   const perDay = await Promise.all(
     days.map((d) =>
       d.storage === 'local'
-        ? listTableFiles(d.dir, q, opts.versions)
+        ? listTableFiles(d.dir, q, opts.versions).catch((err: unknown) => {
+            throw err instanceof DeltaLogError ? new DamagedTableError(q.table, d.day, err.message) : err;
+          })
         : listRemoteTableFiles(objectStoreFor(s3.settings!), d.dir, q, opts.versions),
     ),
   );
@@ -353,6 +378,26 @@ export async function resolveFiles(
     f.arrival = i;
   });
   return files;
+}
+
+/**
+ * After a scan failed: the first damaged data file of the query's local tables (missing, of another
+ * size than logged, unreadable footer, another row count), as a DamagedTableError; null when all
+ * are sound. Shipped days were verified when they were shipped; `otelake check` checks local ones.
+ */
+export async function findDamagedFile(
+  layout: InstanceLayout,
+  q: NormalizedQuery,
+  s3: ResolvedS3 = resolveS3(),
+): Promise<DamagedTableError | null> {
+  for (const d of await resolveDays(layout, q, s3)) {
+    if (d.storage !== 'local') continue;
+    const table = await DeltaTable.open(d.dir);
+    for (const problem of (await dataFileProblems(table)).values()) {
+      return new DamagedTableError(q.table, d.day, problem);
+    }
+  }
+  return null;
 }
 
 /**

@@ -9,16 +9,17 @@ import { availableParallelism } from 'node:os';
 import type { LazyDataFrame } from 'nodejs-polars';
 import type { Row, TableName } from '../schema/tables.ts';
 import type { InstanceLayout } from '../storage/layout.ts';
+import { ObjectStoreError } from '../storage/object-store.ts';
 import { type ResolvedS3, resolveS3 } from '../storage/s3-config.ts';
 import { siblingModule, WorkerPool } from '../storage/worker-pool.ts';
 import { rowsFromIpc } from './arrow-rows.ts';
-import { type FileEntry, pruneForNewest, resolveFiles } from './files.ts';
+import { DamagedTableError, type FileEntry, findDamagedFile, pruneForNewest, resolveFiles } from './files.ts';
 import { type NormalizedQuery, normalizeQuery, type ReadQuery } from './filters.ts';
 import type { CountTask, FetchResult, KeysTask } from './query-worker.ts';
 import type { CloudOptions, CutValue, FetchPart, FetchTask, RangePart, RangeTask, RowKeys } from './scan.ts';
 
 export type { FileEntry } from './files.ts';
-export { StorageUnavailableError } from './files.ts';
+export { DamagedTableError, StorageUnavailableError } from './files.ts';
 export type { NormalizedQuery, ReadQuery, RowFilter, Storage } from './filters.ts';
 export {
   DEFAULT_MAX_BYTES,
@@ -147,6 +148,28 @@ async function mayRetry(err: unknown, attempts: Attempts): Promise<boolean> {
   return true;
 }
 
+/**
+ * The error a read that cannot go on fails with: when a file of a local table's log is missing or
+ * broken for good, a DamagedTableError naming the table and day; else `err` itself (object storage
+ * failing included).
+ */
+async function readFailure(
+  err: unknown,
+  layout: InstanceLayout,
+  q: NormalizedQuery,
+  opts: { signal?: AbortSignal | undefined; s3: ResolvedS3 },
+): Promise<unknown> {
+  if (
+    err instanceof ReadLimitError ||
+    err instanceof DamagedTableError ||
+    err instanceof TypeError ||
+    err instanceof ObjectStoreError
+  )
+    return err;
+  if (opts.signal?.aborted) return err;
+  return (await findDamagedFile(layout, q, opts.s3).catch(() => null)) ?? err;
+}
+
 /** The files of a query and the keys of its rows, listing again when files vanish under it. */
 async function findRows(
   layout: InstanceLayout,
@@ -169,7 +192,7 @@ async function findRows(
       };
       return { files, keys: await queryPool().run<RowKeys>('keys', task, [], signal) };
     } catch (err) {
-      if (!(await mayRetry(err, attempts))) throw err;
+      if (!(await mayRetry(err, attempts))) throw await readFailure(err, layout, q, opts);
     }
   }
 }
@@ -275,7 +298,7 @@ async function* streamNormalized(
       result = await queryPool().run<FetchResult>('fetch', task, [], signal);
     } catch (err) {
       // Nothing handed out yet: the query can start over on a fresh listing.
-      if (start > 0 || !(await mayRetry(err, attempts))) throw err;
+      if (start > 0 || !(await mayRetry(err, attempts))) throw await readFailure(err, layout, q, opts);
       ({ files, keys } = await findRows(layout, q, opts, attempts));
       continue;
     }
@@ -376,7 +399,8 @@ export async function readTable(
       }
       return rows;
     } catch (err) {
-      if (!(await mayRetry(err, attempts))) throw err;
+      if (!(await mayRetry(err, attempts)))
+        throw await readFailure(err, layout, q, { signal: opts.signal, s3 });
     }
   }
 }

@@ -9,6 +9,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from '../index.ts';
 import {
   type CutValue,
+  DamagedTableError,
   type ReadChunk,
   type ReadQuery,
   rowToJson,
@@ -20,6 +21,7 @@ import { validateDay } from '../storage/layout.ts';
 import { ObjectStoreError } from '../storage/object-store.ts';
 import type { ServerConfig } from '../storage/options.ts';
 import { OPENAPI_DOCUMENT, READ_ROUTES } from './openapi.ts';
+import { noteRefusal } from './refusals.ts';
 
 const DEFAULT_LIMIT = 100;
 export const MAX_LIMIT = 10_000;
@@ -159,6 +161,7 @@ function toHttpNames(message: string): string {
 }
 
 function sendError(reply: FastifyReply, status: number, message: string, extra?: object): FastifyReply {
+  noteRefusal(reply, message);
   const error = status === 400 ? 'Bad Request' : status === 503 ? 'Service Unavailable' : 'Error';
   return reply.code(status).send({ error, message, ...extra });
 }
@@ -316,6 +319,11 @@ export function registerReadRoutes(
       if (bad) return sendError(reply, 400, bad.message, bad.parameter ? { parameter: bad.parameter } : {});
       // Object storage unreachable or refusing: the failure is upstream, not this request's.
       if (err instanceof ObjectStoreError) return sendError(reply, 502, err.message);
+      if (err instanceof DamagedTableError) {
+        return reply
+          .code(500)
+          .send({ error: 'Damaged Table', message: err.message, table: err.table, day: err.day });
+      }
       throw err;
     }
 
