@@ -28,6 +28,12 @@ export {
   type TableSchema,
 } from './schema/tables.ts';
 export { REJECT_REASONS } from './schema/validate.ts';
+export {
+  ShipError,
+  type ShipProgress,
+  type ShipperStats,
+  type ShipSummary,
+} from './shipping/shipper.ts';
 export type { DamagedTable } from './storage/damaged-tables.ts';
 export { defaultOptions, type LoggerOptions, type PartialOptions } from './storage/options.ts';
 export { VERSION } from './version.ts';

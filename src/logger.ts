@@ -30,6 +30,13 @@ import {
   type ValidationSettings,
   validationSettings,
 } from './schema/validate.ts';
+import {
+  type ShipProgress,
+  Shipper,
+  type ShipperStats,
+  type ShipperTiming,
+  type ShipSummary,
+} from './shipping/shipper.ts';
 import { type DamagedTable, DamagedTables, damageOf } from './storage/damaged-tables.ts';
 import { appendDayPhase, type DayPhaseLine, readDayPhases } from './storage/days-index.ts';
 import { DEFAULT_DIR, DEFAULT_INSTANCE_ID, InstanceLayout } from './storage/layout.ts';
@@ -40,23 +47,16 @@ import {
   resolveOptions,
   saveOptions,
 } from './storage/options.ts';
+import { type ResolvedS3, resolveS3, type S3Config } from './storage/s3-config.ts';
 import { type WalEntry, type WalStats, WriteAheadLog } from './wal/wal.ts';
 
-/** S3-compatible storage settings (shipping arrives with its own issue; kept for the API). */
-export interface S3Config {
-  bucket: string;
-  accessKeyId: string;
-  secretAccessKey: string;
-  region?: string;
-  endpointUrl?: string;
-  prefix?: string;
-  sessionToken?: string;
-}
+export type { S3Config } from './storage/s3-config.ts';
 
 export interface LoggerInit {
   instanceId?: string;
   instanceDir?: string;
   options?: PartialOptions;
+  /** Object-storage settings; each field given overrides its environment variables (never persisted). */
   s3?: S3Config;
   /** Milliseconds since the epoch; injectable for tests (day boundaries, batch ages). */
   clock?: () => number;
@@ -70,6 +70,13 @@ export interface LoggerInit {
    * write-ahead log segment). Default: one line on stderr.
    */
   log?: LogSink;
+  /** Runtime override, not persisted: false ships only through shipNow (`otelake ship`). */
+  autoShip?: boolean;
+  /**
+   * Shipping's timing: how often finished days are looked for (default 30 s) and the retry
+   * delays of failed steps (default 5 s doubling up to 15 min, with jitter).
+   */
+  shipperTiming?: ShipperTiming;
 }
 
 export type LogSink = (level: 'error' | 'warn' | 'info', message: string) => void;
@@ -128,7 +135,7 @@ export interface LoggerStats {
   wal: WalStats | null;
   /** Day tables found damaged (see `otelake check`): ingest into today's answers 503, reads of them fail. */
   damaged_tables: DamagedTable[];
-  shipper: { enabled: boolean; configured: boolean; state: string };
+  shipper: ShipperStats;
 }
 
 export type FlushMode = 'auto' | 'none';
@@ -136,6 +143,9 @@ export type FlushMode = 'auto' | 'none';
 type State = 'created' | 'running' | 'stopping' | 'stopped';
 
 const OK: IngestTuple = Object.freeze([true, null]) as unknown as IngestTuple;
+
+/** How often whenDayLanded looks again at the queue and the batches. */
+const LANDED_POLL_MS = 20;
 
 /** How long `stop({ flush: 'auto' })` may take to write what is pending. */
 const STOP_FLUSH_TIMEOUT_MS = 30_000;
@@ -199,6 +209,11 @@ export class Logger {
   private readonly logSink: LogSink;
   /** Library rows waiting for the next write-ahead log write, per table and day (see collect). */
   private collecting = new Map<string, Collected>();
+  /** Rows captured for a day and not queued yet (their write-ahead log write is under way), by day. */
+  private readonly capturing = new Map<string, number>();
+  /** Object-storage settings: the `s3` argument over the environment. */
+  private readonly s3: ResolvedS3;
+  private shipper: Shipper | null = null;
   private readonly damaged: DamagedTables;
 
   constructor(init: LoggerInit = {}) {
@@ -207,6 +222,7 @@ export class Logger {
     this.logSink = init.log ?? stderrSink;
     this.damaged = new DamagedTables(this.clock);
     this.layout = new InstanceLayout(init.instanceDir ?? DEFAULT_DIR, init.instanceId ?? DEFAULT_INSTANCE_ID);
+    this.s3 = resolveS3(init.s3);
     this.ready = this.prepare();
     // A failed preparation surfaces through `ready` and every call; never as an unhandled rejection.
     this.ready.catch(() => {});
@@ -278,6 +294,8 @@ export class Logger {
     // Running before replay: replayed rows drain into the tables while the log is read.
     this.aggregator.start();
     if (this.wal) await this.replay(this.wal, phases);
+    this.shipper = this.createShipper(opts);
+    await this.shipper.pendingDays();
     this.installHooks();
     if (opts.auto_start) await this.start();
   }
@@ -439,6 +457,7 @@ export class Logger {
     if (this.state !== 'created') throw new Error(`cannot start a logger that is ${this.state}`);
     this.aggregator!.start();
     this.state = 'running';
+    this.shipper!.start(); // resumes unfinished past days (shipper_enabled and S3 configured)
   }
 
   /**
@@ -511,6 +530,7 @@ export class Logger {
         setImmediate(() => resolve(this.logCollected(key)));
       });
       this.collecting.set(key, c);
+      this.capture(day, 1);
     }
     for (const values of rows) c.builder.pushValues(values);
     c.reservations.push(res);
@@ -532,6 +552,8 @@ export class Logger {
     } catch {
       for (const r of c.reservations) this.producer!.cancel(r);
       return false;
+    } finally {
+      this.capture(c.day, -1);
     }
   }
 
@@ -584,11 +606,14 @@ export class Logger {
       this.producer!.fill(res, queued([]));
       return settle('accepted');
     }
+    this.capture(day, 1);
     try {
       await this.wal.append(entries, (logged) => this.producer!.fill(res, queued(logged)));
     } catch (err) {
       this.producer!.cancel(res);
       return settle('unavailable', `cannot write to the write-ahead log: ${(err as Error).message}`);
+    } finally {
+      this.capture(day, -1);
     }
     return settle('accepted');
   }
@@ -647,6 +672,7 @@ export class Logger {
     await this.ready.catch(() => {});
     this.state = 'stopping';
     this.removeHooks?.();
+    await this.shipper?.stop();
     const producer = this.producer;
     const aggregator = this.aggregator;
     if (producer && aggregator) {
@@ -735,12 +761,71 @@ export class Logger {
       aggregator: this.aggregator.stats(),
       wal: this.wal?.stats() ?? null,
       damaged_tables: this.damaged.list(),
-      shipper: {
-        enabled: this.options.shipper_enabled,
-        configured: this.init.s3 !== undefined,
-        state: 'not_available',
-      },
+      shipper: this.shipper!.stats(),
     };
+  }
+
+  // ---- shipping ----------------------------------------------------------------------------
+
+  private createShipper(opts: LoggerOptions): Shipper {
+    return new Shipper({
+      layout: this.layout,
+      s3: this.s3,
+      enabled: opts.shipper_enabled && this.init.autoShip !== false,
+      deltaOptions: deltaOptions(opts.storage_config),
+      today: () => this.producer!.today(),
+      whenDayLanded: (day) => this.whenDayLanded(day),
+      releaseDay: (day) => this.releaseDay(day),
+      ...(this.init.shipperTiming ? { timing: this.init.shipperTiming } : {}),
+    });
+  }
+
+  /**
+   * Seals, uploads, verifies and cleans a finished day now, from its last recorded phase (see
+   * src/shipping/shipper.ts). Rejects with a ShipError for the current day, a future day, a day
+   * without data or an incomplete S3 configuration; a failed step is in the summary.
+   */
+  async shipNow(day: string, opts: { onProgress?: (p: ShipProgress) => void } = {}): Promise<ShipSummary> {
+    await this.ready;
+    return this.shipper!.shipNow(day, opts);
+  }
+
+  /** Finished days not shipped (cleaned) yet, oldest first. */
+  async unshippedDays(): Promise<string[]> {
+    await this.ready;
+    return this.shipper!.pendingDays();
+  }
+
+  /**
+   * Resolves once every row of `day` accepted by this logger has landed in its Delta tables:
+   * nothing of the day (or before) waiting for its write-ahead log write, in the producer queue,
+   * in the aggregator's batches or in writes in flight. Rows the log holds from an earlier
+   * process were queued by the replay at start. Only a past day can be waited for usefully (today keeps receiving rows). Rejects when
+   * the logger stops meanwhile: a day must not be sealed while a stop flushes it.
+   */
+  async whenDayLanded(day: string): Promise<void> {
+    await this.ready;
+    const producer = this.producer!;
+    const aggregator = this.aggregator!;
+    const capturing = () => [...this.capturing.keys()].some((d) => d <= day);
+    while (capturing() || producer.holdsDayOrEarlier(day) || aggregator.pendingRowsOf(day) > 0) {
+      if (this.state !== 'running') throw new Error(`the logger is ${this.state}: day ${day} has not landed`);
+      await new Promise((r) => setTimeout(r, LANDED_POLL_MS));
+    }
+  }
+
+  /** Counts rows captured for `day` whose write-ahead log write is under way (see whenDayLanded). */
+  private capture(day: string, n: number): void {
+    const left = (this.capturing.get(day) ?? 0) + n;
+    if (left > 0) this.capturing.set(day, left);
+    else this.capturing.delete(day);
+  }
+
+  /** Closes this logger's tables of a finished day (before it is sealed and before it is removed). */
+  private async releaseDay(day: string): Promise<void> {
+    const open = [...this.tables].filter(([key]) => key.endsWith(`/${day}`));
+    for (const [key] of open) this.tables.delete(key);
+    await Promise.all(open.map(([, t]) => t.then((dt) => dt.close()).catch(() => {})));
   }
 
   // ---- reads -------------------------------------------------------------------------------
@@ -765,7 +850,7 @@ export class Logger {
     query: ReadQuery = {},
     opts: { returnAs?: 'objects' | 'lazy'; signal?: AbortSignal } = {},
   ): Promise<Row[] | LazyDataFrame> {
-    return this.noteReadDamage(table, query, readTable(this.layout, table, query, opts));
+    return this.noteReadDamage(table, query, readTable(this.layout, table, query, { ...opts, s3: this.s3 }));
   }
 
   /** A read's outcome for the damaged-table list: a damaged table it met, or days it read cleanly. */
@@ -788,14 +873,15 @@ export class Logger {
   /**
    * The slices of rows of a read (see streamRows: each about `chunkBytes` of values, read when
    * the loop asks for it), with the values cut and the bytes of each; the HTTP reads use it.
+   * Shipped days are read with the Logger's object-storage settings.
    */
   async *readChunks(
     table: TableName,
     query: ReadQuery = {},
-    opts: StreamOptions = {},
+    opts: Omit<StreamOptions, 's3'> = {},
   ): AsyncGenerator<ReadChunk, void, undefined> {
     try {
-      yield* streamRows(this.layout, table, query, opts);
+      yield* streamRows(this.layout, table, query, { ...opts, s3: this.s3 });
     } catch (err) {
       this.noteReadFailure(err);
       throw err;
@@ -839,6 +925,7 @@ export class Logger {
     // readTable checks returnAs (and rejects an invalid one).
     const out = readTable(this.layout, table, query, {
       returnAs: returnAs ?? 'objects',
+      s3: this.s3,
       ...(signal ? { signal } : {}),
     });
     return this.noteReadDamage(table, query, out) as Promise<ReadOutput<A>>; // returnAs decides which

@@ -43,6 +43,10 @@ export interface StatusFlags extends InstanceFlags {
   port?: number;
   timeout: number;
 }
+export interface ShipFlags extends InstanceFlags {
+  day?: string;
+  all: boolean;
+}
 export interface ViewFlags extends InstanceFlags {
   storage: Storage;
   rows: number;
@@ -134,6 +138,11 @@ export function buildProgram(): Command {
     .option('-f, --follow', 'keep printing rows as they are committed, oldest first, until Ctrl-C', false)
     .action(async (flags: ViewFlags) => (await import('./view.ts')).viewCommand(flags));
 
+  instanceOptions(program.command('ship'), 'to ship')
+    .description('seal, upload to S3, verify and clean finished days now (the server must not be running)')
+    .option('--day <YYYY-MM-DD>', 'the finished UTC day to ship', parseDay)
+    .option('--all', 'every finished day not shipped yet, oldest first', false)
+    .action(async (flags: ShipFlags) => (await import('./ship.ts')).shipCommand(flags));
   instanceOptions(program.command('check'), 'to check')
     .description(
       'validate every table of an instance (log, checkpoints, data files) and say how to repair damage',

@@ -10,7 +10,7 @@
 import { randomUUID } from 'node:crypto';
 import { link, mkdir, open, readdir, readFile, rename, stat, unlink } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
-import { basename, join, resolve } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import type { TableSchema } from '../schema/tables.ts';
 import { siblingModule, WorkerPool } from '../storage/worker-pool.ts';
 import { VERSION } from '../version.ts';
@@ -278,16 +278,47 @@ async function writeFileSynced(path: string, data: string, sync: boolean, mtimeM
   }
 }
 
-async function readLastCheckpointVersion(logDir: string): Promise<number | null> {
-  const buf = await readIfExists(join(logDir, LAST_CHECKPOINT));
+/**
+ * Where a Delta log is read from: a local `_delta_log` folder, or a shipped table's log in object
+ * storage (src/storage/object-store.ts). Snapshots are built the same way from either.
+ */
+export interface LogStore {
+  /** File names in the log folder; empty when it does not exist. */
+  names(): Promise<string[]>;
+  /** A file of the log folder, or null when it does not exist. */
+  read(name: string): Promise<Uint8Array | null>;
+  /** The log's location, for messages. */
+  readonly where: string;
+}
+
+/** The log store of a local `_delta_log` folder. */
+export function localLogStore(logDir: string): LogStore {
+  return {
+    where: logDir,
+    names: async () => {
+      try {
+        return await readdir(logDir);
+      } catch (err) {
+        if (errCode(err) === 'ENOENT') return [];
+        throw err;
+      }
+    },
+    read: (name) => readIfExists(join(logDir, name)),
+  };
+}
+
+async function readLastCheckpointVersion(store: LogStore): Promise<number | null> {
+  const buf = await store.read(LAST_CHECKPOINT);
   if (!buf) return null;
   try {
-    const v = (JSON.parse(buf.toString('utf8')) as { version?: unknown }).version;
+    const v = (JSON.parse(UTF8.decode(buf)) as { version?: unknown }).version;
     return typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 ? v : null;
   } catch {
     return null;
   }
 }
+
+const UTF8 = new TextDecoder();
 
 /** What one listing of a `_delta_log` folder holds. */
 export interface LogListing {
@@ -299,15 +330,9 @@ export interface LogListing {
   lastCheckpoint: boolean;
 }
 
-/** Lists a log folder; a missing folder lists empty. */
-export async function listLog(logDir: string): Promise<LogListing> {
-  let names: string[];
-  try {
-    names = await readdir(logDir);
-  } catch (err) {
-    if (errCode(err) === 'ENOENT') return { commits: [], checkpoints: [], lastCheckpoint: false };
-    throw err;
-  }
+/** Lists a log folder (a path, or any log store); a missing folder lists empty. */
+export async function listLog(log: string | LogStore): Promise<LogListing> {
+  const names = await (typeof log === 'string' ? localLogStore(log) : log).names();
   const commits: number[] = [];
   const checkpoints: number[] = [];
   let lastCheckpoint = false;
@@ -324,16 +349,16 @@ export async function listLog(logDir: string): Promise<LogListing> {
 }
 
 /** Applies commits after `state.version` until the next one does not exist yet. */
-async function replayCommits(logDir: string, state: LogState): Promise<number> {
+async function replayCommits(store: LogStore, state: LogState): Promise<number> {
   let applied = 0;
   for (;;) {
     const v = state.version + 1;
-    const buf = await readIfExists(join(logDir, commitFileName(v)));
+    const buf = await store.read(commitFileName(v));
     if (!buf) return applied;
     state.timestamp = null;
     let actions: Action[];
     try {
-      actions = parseCommit(buf.toString('utf8'), v);
+      actions = parseCommit(UTF8.decode(buf), v);
     } catch (err) {
       throw new DeltaLogError((err as Error).message);
     }
@@ -348,18 +373,17 @@ async function replayCommits(logDir: string, state: LogState): Promise<number> {
  * unreadable checkpoint is skipped (listed in `unreadableCheckpoints`) for an older one or the
  * commits; a log that gives no snapshot throws a DeltaLogError.
  */
-async function loadState(dir: string): Promise<LogState> {
-  const logDir = join(dir, LOG_DIR);
+async function loadState(store: LogStore): Promise<LogState> {
   // _last_checkpoint first: the checkpoint it names was written before it.
-  const hinted = await readLastCheckpointVersion(logDir);
-  const listing = await listLog(logDir);
+  const hinted = await readLastCheckpointVersion(store);
+  const listing = await listLog(store);
   const candidates = [...new Set([...(hinted === null ? [] : [hinted]), ...listing.checkpoints])].sort(
     (a, b) => b - a,
   );
   let state = new LogState();
   const unreadable: UnreadableCheckpoint[] = [];
   for (const cp of candidates) {
-    const buf = await readIfExists(join(logDir, checkpointFileName(cp)));
+    const buf = await store.read(checkpointFileName(cp));
     if (!buf) {
       if (cp === hinted)
         unreadable.push({ version: cp, message: `${LAST_CHECKPOINT} names it, but it is missing` });
@@ -379,17 +403,33 @@ async function loadState(dir: string): Promise<LogState> {
   }
   state.unreadableCheckpoints = unreadable;
   const skipped = unreadable.map((u) => `; checkpoint ${u.version} is unreadable (${u.message})`).join('');
-  await replayCommits(logDir, state);
+  await replayCommits(store, state);
+  const table = dirname(store.where);
   if (state.version < 0 || !state.metaData || !state.protocol) {
-    throw new DeltaLogError(`${dir} is not a Delta table (no readable _delta_log)${skipped}`);
+    throw new DeltaLogError(`${table} is not a Delta table (no readable _delta_log)${skipped}`);
   }
   const newest = listing.commits.at(-1);
   if (newest !== undefined && newest > state.version) {
     throw new DeltaLogError(
-      `Delta log of ${dir} is missing commit ${state.version + 1} (newest is ${newest})${skipped}`,
+      `Delta log of ${table} is missing commit ${state.version + 1} (newest is ${newest})${skipped}`,
     );
   }
   return state;
+}
+
+/** A table's latest snapshot, read-only, from any log store (e.g. a shipped table in object storage). */
+export interface TableSnapshot {
+  version: number;
+  schema: TableSchema;
+  /** Live data files, in log order. */
+  files: AddFile[];
+}
+
+export async function readSnapshot(store: LogStore): Promise<TableSnapshot> {
+  const state = await loadState(store);
+  const meta = state.metaData!;
+  const schema = schemaFromDelta(meta.schemaString, meta.name ?? basename(dirname(store.where)));
+  return { version: state.version, schema, files: [...state.adds.values()].map((a) => toAddFile(a, schema)) };
 }
 
 function toAddFile(add: AddAction, schema: TableSchema): AddFile {
@@ -443,6 +483,7 @@ export class DeltaTable {
   readonly dir: string;
   readonly schema: TableSchema;
   private readonly logDir: string;
+  private readonly logStore: LogStore;
   private readonly opts: Required<Omit<DeltaOptions, 'autoCompact' | 'logRetentionMs'>> & {
     autoCompact: DeltaOptions['autoCompact'];
     logRetentionMs: number | null;
@@ -465,6 +506,7 @@ export class DeltaTable {
     this.dir = dir;
     this.schema = schema;
     this.logDir = join(dir, LOG_DIR);
+    this.logStore = localLogStore(this.logDir);
     this.state = state;
     this.opts = {
       checkpointInterval: opts.checkpointInterval ?? 100,
@@ -534,7 +576,7 @@ export class DeltaTable {
         await unlink(tmp).catch(() => {});
       }
     }
-    const state = await loadState(root);
+    const state = await loadState(localLogStore(join(root, LOG_DIR)));
     const found = state.metaData!.schemaString;
     if (found !== schemaString) {
       throw new DeltaLogError(
@@ -547,7 +589,7 @@ export class DeltaTable {
   /** Opens an existing table (e.g. read-only by another process); its schema comes from the log. */
   static async open(dir: string, opts: DeltaOptions = {}): Promise<DeltaTable> {
     const root = resolve(dir);
-    const state = await loadState(root);
+    const state = await loadState(localLogStore(join(root, LOG_DIR)));
     const schema = schemaFromDelta(state.metaData!.schemaString, state.metaData!.name ?? basename(root));
     return new DeltaTable(root, schema, state, opts);
   }
@@ -609,12 +651,12 @@ export class DeltaTable {
   }
 
   private async catchUp(): Promise<void> {
-    const latestCheckpoint = await readLastCheckpointVersion(this.logDir);
+    const latestCheckpoint = await readLastCheckpointVersion(this.logStore);
     if (latestCheckpoint !== null && latestCheckpoint - this.state.version > RELOAD_AFTER_COMMITS) {
       return this.reload();
     }
     const before = new Set(this.state.adds.keys());
-    if ((await replayCommits(this.logDir, this.state)) > 0) {
+    if ((await replayCommits(this.logStore, this.state)) > 0) {
       for (const p of before) if (!this.state.adds.has(p)) this.parsed.delete(p);
       this.changed();
     }
@@ -623,7 +665,7 @@ export class DeltaTable {
   }
 
   private async reload(): Promise<void> {
-    this.state = await loadState(this.dir);
+    this.state = await loadState(this.logStore);
     this.parsed.clear();
     this.changed();
   }
@@ -1081,7 +1123,7 @@ export class DeltaTable {
         task,
       );
       // _last_checkpoint only after the checkpoint file, atomically, and never backwards.
-      const current = await readLastCheckpointVersion(this.logDir);
+      const current = await readLastCheckpointVersion(this.logStore);
       if (current === null || current < cp.version) {
         const tmp = join(this.logDir, `${TEMP_PREFIXES[2]}${randomUUID()}.tmp`);
         const body = JSON.stringify({

@@ -18,6 +18,7 @@ import {
 } from '../read/index.ts';
 import type { TableName } from '../schema/tables.ts';
 import { validateDay } from '../storage/layout.ts';
+import { ObjectStoreError } from '../storage/object-store.ts';
 import type { ServerConfig } from '../storage/options.ts';
 import { OPENAPI_DOCUMENT, READ_ROUTES } from './openapi.ts';
 import { noteRefusal } from './refusals.ts';
@@ -316,6 +317,8 @@ export function registerReadRoutes(
       if (controller.signal.aborted) return reply.hijack();
       const bad = badRequest(err);
       if (bad) return sendError(reply, 400, bad.message, bad.parameter ? { parameter: bad.parameter } : {});
+      // Object storage unreachable or refusing: the failure is upstream, not this request's.
+      if (err instanceof ObjectStoreError) return sendError(reply, 502, err.message);
       if (err instanceof DamagedTableError) {
         return reply
           .code(500)
