@@ -14,7 +14,6 @@ import {
   LOG_DIR,
   parseCommit,
 } from './actions.ts';
-import { decodeCheckpoint } from './checkpoint.ts';
 import { parquetRowCount } from './parquet-footer.ts';
 import { type AddFile, DeltaTable, listLog } from './table.ts';
 
@@ -131,6 +130,7 @@ export async function checkTable(dir: string): Promise<TableCheck> {
   for (const cp of listing.checkpoints) {
     const name = `${LOG_DIR}/${checkpointFileName(cp)}`;
     try {
+      const { decodeCheckpoint } = await import('./checkpoint.ts');
       const actions = decodeCheckpoint(await readFile(join(dir, name)));
       if (!actions.some((a) => a.metaData) || !actions.some((a) => a.protocol))
         throw new Error('no protocol or metaData action');

@@ -47,7 +47,7 @@ import {
   isValid,
   transferables,
 } from './batch.ts';
-import { type CheckpointContent, decodeCheckpoint } from './checkpoint.ts';
+import type { CheckpointContent } from './checkpoint.ts';
 import type {
   CheckpointTask,
   CompactedFile,
@@ -391,6 +391,8 @@ async function loadState(store: LogStore): Promise<LogState> {
     }
     try {
       const s = new LogState();
+      // apache-arrow and parquet-wasm (~40 MiB) are loaded by the first checkpoint read only.
+      const { decodeCheckpoint } = await import('./checkpoint.ts');
       for (const a of decodeCheckpoint(buf)) s.apply(a);
       if (!s.metaData || !s.protocol) throw new Error('it has no protocol or metaData action');
       s.version = cp;

@@ -12,11 +12,16 @@ import type { InstanceLayout } from '../storage/layout.ts';
 import { ObjectStoreError } from '../storage/object-store.ts';
 import { type ResolvedS3, resolveS3 } from '../storage/s3-config.ts';
 import { siblingModule, WorkerPool } from '../storage/worker-pool.ts';
-import { rowsFromIpc } from './arrow-rows.ts';
 import { DamagedTableError, type FileEntry, findDamagedFile, pruneForNewest, resolveFiles } from './files.ts';
 import { type NormalizedQuery, normalizeQuery, type ReadQuery } from './filters.ts';
 import type { CountTask, FetchResult, KeysTask } from './query-worker.ts';
 import type { CloudOptions, CutValue, FetchPart, FetchTask, RangePart, RangeTask, RowKeys } from './scan.ts';
+
+/** Rows of a query worker's Arrow IPC answer; apache-arrow (~20 MiB) is loaded by the first read. */
+async function rowsOf(ipc: Uint8Array): Promise<Row[]> {
+  const { rowsFromIpc } = await import('./arrow-rows.ts');
+  return rowsFromIpc(ipc);
+}
 
 export type { FileEntry } from './files.ts';
 export { DamagedTableError, StorageUnavailableError } from './files.ts';
@@ -302,7 +307,7 @@ async function* streamNormalized(
       ({ files, keys } = await findRows(layout, q, opts, attempts));
       continue;
     }
-    const rows = await rowsFromIpc(result.ipc);
+    const rows = await rowsOf(result.ipc);
     signal?.throwIfAborted();
     // Learn how many bytes of values a byte of these files holds.
     let fileBytes = 0;
@@ -325,7 +330,7 @@ export async function readRanges(
 ): Promise<Row[]> {
   if (parts.length === 0) return [];
   const task: RangeTask = { query: q, parts };
-  return rowsFromIpc(await queryPool().run<Uint8Array>('range', task, [], signal));
+  return rowsOf(await queryPool().run<Uint8Array>('range', task, [], signal));
 }
 
 /**

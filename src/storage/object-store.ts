@@ -5,14 +5,7 @@
 
 import { createReadStream } from 'node:fs';
 import { readFile } from 'node:fs/promises';
-import {
-  GetObjectCommand,
-  ListObjectsV2Command,
-  type ListObjectsV2CommandOutput,
-  PutObjectCommand,
-  S3Client,
-} from '@aws-sdk/client-s3';
-import { Upload } from '@aws-sdk/lib-storage';
+import type { ListObjectsV2CommandOutput, S3Client } from '@aws-sdk/client-s3';
 import { LOG_DIR } from '../delta/actions.ts';
 import type { LogStore } from '../delta/table.ts';
 import type { S3Settings } from './s3-config.ts';
@@ -86,13 +79,34 @@ function isNotFound(err: unknown): boolean {
   return e?.name === 'NoSuchKey' || e?.Code === 'NoSuchKey' || e?.$metadata?.httpStatusCode === 404;
 }
 
+type Sdk = typeof import('@aws-sdk/client-s3') & typeof import('@aws-sdk/lib-storage');
+let sdk: Promise<Sdk> | null = null;
+
+/** The AWS SDK (~34 MiB of RSS), loaded by the first request to object storage, not at start. */
+function loadSdk(): Promise<Sdk> {
+  sdk ??= Promise.all([import('@aws-sdk/client-s3'), import('@aws-sdk/lib-storage')]).then(
+    ([s3, storage]) => ({ ...s3, ...storage }),
+  );
+  return sdk;
+}
+
 export class ObjectStore {
   readonly settings: S3Settings;
-  private readonly client: S3Client;
+  private connection: Promise<{ client: S3Client; sdk: Sdk }> | null = null;
 
   constructor(settings: S3Settings) {
     this.settings = settings;
-    this.client = new S3Client({
+  }
+
+  /** The client and the SDK, made on first use. */
+  private connect(): Promise<{ client: S3Client; sdk: Sdk }> {
+    this.connection ??= loadSdk().then((sdk) => ({ sdk, client: this.makeClient(sdk) }));
+    return this.connection;
+  }
+
+  private makeClient(sdk: Sdk): S3Client {
+    const settings = this.settings;
+    return new sdk.S3Client({
       endpoint: settings.endpointUrl,
       region: settings.signingRegion,
       // Path-style addressing works with AWS and with every S3-compatible server.
@@ -126,11 +140,12 @@ export class ObjectStore {
     delimiter?: string,
     signal?: AbortSignal,
   ): AsyncGenerator<ListObjectsV2CommandOutput> {
+    const { client, sdk } = await this.connect();
     let token: string | undefined;
     do {
       const page: ListObjectsV2CommandOutput = await this.call(`list ${this.settings.uri(prefix)}`, () =>
-        this.client.send(
-          new ListObjectsV2Command({
+        client.send(
+          new sdk.ListObjectsV2Command({
             Bucket: this.settings.bucket,
             Prefix: prefix,
             Delimiter: delimiter,
@@ -178,11 +193,12 @@ export class ObjectStore {
     signal?: AbortSignal,
   ): Promise<void> {
     const what = `upload ${this.settings.uri(key)}`;
+    const { client, sdk } = await this.connect();
     if (size < MULTIPART_FROM) {
       const body = await readFile(path);
       await this.call(what, () =>
-        this.client.send(
-          new PutObjectCommand({
+        client.send(
+          new sdk.PutObjectCommand({
             Bucket: this.settings.bucket,
             Key: key,
             Body: body,
@@ -194,8 +210,8 @@ export class ObjectStore {
       onBytes(body.length);
       return;
     }
-    const upload = new Upload({
-      client: this.client,
+    const upload = new sdk.Upload({
+      client,
       params: { Bucket: this.settings.bucket, Key: key, Body: createReadStream(path) },
       partSize: PART_SIZE,
       queueSize: PART_QUEUE,
@@ -214,8 +230,9 @@ export class ObjectStore {
 
   /** An object's bytes, or null when it does not exist. */
   async get(key: string, signal?: AbortSignal): Promise<Uint8Array | null> {
+    const { client, sdk } = await this.connect();
     try {
-      const res = await this.client.send(new GetObjectCommand({ Bucket: this.settings.bucket, Key: key }), {
+      const res = await client.send(new sdk.GetObjectCommand({ Bucket: this.settings.bucket, Key: key }), {
         abortSignal: signal,
       });
       return res.Body ? await res.Body.transformToByteArray() : new Uint8Array(0);
@@ -241,7 +258,7 @@ export class ObjectStore {
   }
 
   destroy(): void {
-    this.client.destroy();
+    void this.connection?.then(({ client }) => client.destroy());
   }
 }
 
