@@ -1,11 +1,11 @@
-// Reads protobuf wire format straight from a request body: the traces and logs mappers
-// (wire-traces.ts, wire-logs.ts) use it to map without building a message tree first. Field
-// numbers are the OTLP .proto files' (proto/opentelemetry/proto/common/v1/common.proto for
-// KeyValue and AnyValue).
+// Protobuf wire format read straight from a request body: a bounds-checked cursor, and the writer
+// of KeyValue lists and AnyValues as JSON text. The protobuf reader (protobuf-reader.ts) walks a
+// request with them, without a message tree. Field numbers of KeyValue and AnyValue are those of
+// proto/opentelemetry/proto/common/v1/common.proto.
 
 import { isUtf8 } from 'node:buffer';
 import { OtlpDecodeError } from './errors.ts';
-import { attributesJson, bodyText, jsonDouble, jsonInt, type Msg } from './values.ts';
+import { attributesJson, bodyText, jsonDouble, jsonInt, jsonText, type Msg } from './values.ts';
 
 /** Wire types (the low 3 bits of a tag). */
 export const VARINT = 0;
@@ -32,7 +32,7 @@ const MAX_GROUP_DEPTH = 100;
  * OtlpDecodeError when a value runs past it, so a truncated or lying length is refused, never
  * read beyond. A field whose wire type is not the one its number has is skipped as unknown.
  */
-export class WireReader {
+export class WireCursor {
   readonly buf: Buffer;
   pos = 0;
   /** The high 32 bits of the last `varint64`; its low 32 bits are what it returned. */
@@ -239,9 +239,9 @@ export class AttributesWriter {
   private readonly keys = new Ranges();
   private readonly member: Member = { tag: 0, start: 0, end: 0 };
   private readonly kv: KeyValueAt = { keyStart: 0, keyEnd: 0, valueStart: -1, valueEnd: -1 };
-  private readonly r: WireReader;
+  private readonly r: WireCursor;
 
-  constructor(reader: WireReader) {
+  constructor(reader: WireCursor) {
     this.r = reader;
   }
 
@@ -408,7 +408,7 @@ interface KeyValueAt {
 }
 
 /** Finds the key and value of the KeyValue in [start, end) (the last of each counts). */
-function keyValue(r: WireReader, start: number, end: number, kv: KeyValueAt): void {
+function keyValue(r: WireCursor, start: number, end: number, kv: KeyValueAt): void {
   kv.keyStart = kv.keyEnd = 0;
   kv.valueStart = kv.valueEnd = -1;
   r.pos = start;
@@ -430,7 +430,7 @@ function keyValue(r: WireReader, start: number, end: number, kv: KeyValueAt): vo
 }
 
 /** The value (last member) of the AnyValue in [start, end); tag 0 when it has none. */
-function lastMember(r: WireReader, start: number, end: number, m: Member): Member {
+function lastMember(r: WireCursor, start: number, end: number, m: Member): Member {
   m.tag = 0;
   r.pos = start;
   while (r.pos < end) {
@@ -463,19 +463,14 @@ function lastMember(r: WireReader, start: number, end: number, m: Member): Membe
 }
 
 /** The element ranges of an ArrayValue (AnyValues) or a KeyValueList (KeyValues). */
-function listRanges(r: WireReader, start: number, end: number): Ranges {
+function listRanges(r: WireCursor, start: number, end: number): Ranges {
   return r.collect(start, end, VALUES, new Ranges());
-}
-
-/** An int64 or double as values.ts' jsonInt or jsonDouble gives it, as JSON text. */
-function jsonText(v: number | string): string {
-  return typeof v === 'number' ? String(v) : `"${v}"`;
 }
 
 // --- the object route, for the lists a JS object must order ----------------------------------
 
 /** KeyValue messages as the message objects values.ts reads (strings, bigint ints, Uint8Array bytes). */
-function keyValueMsgs(r: WireReader, at: readonly number[], n: number, depth: number): Msg[] {
+function keyValueMsgs(r: WireCursor, at: readonly number[], n: number, depth: number): Msg[] {
   const out: Msg[] = [];
   const kv: KeyValueAt = { keyStart: 0, keyEnd: 0, valueStart: -1, valueEnd: -1 };
   for (let i = 0; i < n; i += 2) {
@@ -487,7 +482,7 @@ function keyValueMsgs(r: WireReader, at: readonly number[], n: number, depth: nu
   return out;
 }
 
-function anyValueMsg(r: WireReader, start: number, end: number, depth: number): Msg {
+function anyValueMsg(r: WireCursor, start: number, end: number, depth: number): Msg {
   if (depth > MAX_DEPTH) throw new OtlpDecodeError(`AnyValue nested deeper than ${MAX_DEPTH} levels`);
   const m = lastMember(r, start, end, { tag: 0, start: 0, end: 0 });
   r.pos = m.start;
@@ -524,7 +519,7 @@ function anyValueMsg(r: WireReader, start: number, end: number, depth: number): 
  * The string value of the last KeyValue named `key` in `kvs`, or null when there is none or its
  * value is not a string (values.ts' stringAttribute).
  */
-export function stringAttribute(r: WireReader, kvs: Ranges, key: Buffer): string | null {
+export function stringAttribute(r: WireCursor, kvs: Ranges, key: Buffer): string | null {
   const kv: KeyValueAt = { keyStart: 0, keyEnd: 0, valueStart: -1, valueEnd: -1 };
   for (let i = kvs.n - 2; i >= 0; i -= 2) {
     keyValue(r, kvs.at[i]!, kvs.at[i + 1]!, kv);

@@ -1,60 +1,44 @@
-// JSON traces are mapped straight from their bytes (src/otlp/json-traces.ts). These tests hold that
-// mapping to the reference: JSON.parse's tree mapped by map.ts, for the same body. Each case also
+// JSON bodies are mapped straight from their bytes (src/otlp/json-reader.ts). These tests hold that
+// mapping to the reference: JSON.parse's tree mapped by tree.ts, for the same body. Each case also
 // checks which route took the body, so an equality reached through the fallback is not mistaken
-// for the fast path working.
+// for the reader working. (The other signals' JSON: json-bodies.test.ts.)
 
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { tracesRequest } from '../../bench/otlp-payloads.ts';
-import { decodeRequest, type Mapped, mapRequest, OtlpDecodeError } from '../../src/otlp/index.ts';
-import { mapTraceJson } from '../../src/otlp/json-traces.ts';
-import { parseJson } from '../../src/otlp/request.ts';
-import { CTX } from './helpers.ts';
+import { type Mapped, mapJsonTree } from '../../src/otlp/tree.ts';
+import { CTX, mapBody, outcome, type Routed } from './helpers.ts';
 
 type Outcome = Mapped | { error: string };
 
-function outcome(f: () => Mapped): Outcome {
-  try {
-    return f();
-  } catch (err) {
-    assert.ok(err instanceof OtlpDecodeError, `only OtlpDecodeError is thrown, got ${err}`);
-    return { error: err.message };
-  }
-}
-
-/** The reference: JSON.parse's tree, mapped by map.ts. */
+/** The reference: JSON.parse's tree, mapped by tree.ts. */
 function viaTree(body: Uint8Array, headerProjectId?: string): Outcome {
-  return outcome(() => {
-    const req = decodeRequest('traces', body, 'json', null);
-    parseJson(req);
-    return mapRequest('traces', req, { ...CTX, headerProjectId });
-  });
+  return outcome(() => mapJsonTree('traces', body, { ...CTX, headerProjectId }));
 }
 
-/** What the server does: the fast path, falling back to the tree. */
+/** What the server does: the reader, falling back to the tree; with the route taken. */
+function served(body: Uint8Array, headerProjectId?: string): Routed | { error: string } {
+  return outcome(() => mapBody('traces', 'json', body, headerProjectId));
+}
+
 function viaService(body: Uint8Array, headerProjectId?: string): Outcome {
-  return outcome(() =>
-    mapRequest('traces', decodeRequest('traces', body, 'json', null), { ...CTX, headerProjectId }),
-  );
+  const m = served(body, headerProjectId);
+  if ('error' in m) return m;
+  const { route: _, ...mapped } = m;
+  return mapped;
 }
 
-/** Both routes give the same rows or the same error; returns whether the fast path took the body. */
+/** Both routes give the same rows or the same error; returns whether the reader took the body. */
 function assertSame(body: Uint8Array | string, label: string, headerProjectId?: string): boolean {
   const bytes = typeof body === 'string' ? Buffer.from(body) : body;
   assert.deepEqual(viaService(bytes, headerProjectId), viaTree(bytes, headerProjectId), label);
-  let fast: Mapped | null;
-  try {
-    fast = mapTraceJson(bytes, { ...CTX, headerProjectId });
-  } catch (err) {
-    assert.fail(`${label}: the fast path threw ${err}`);
-  }
-  if (fast !== null) assert.deepEqual(fast, viaTree(bytes, headerProjectId), label);
-  return fast !== null;
+  const m = served(bytes, headerProjectId);
+  return !('error' in m) && m.route === 'reader';
 }
 
 function assertFast(body: Uint8Array | string, label: string, headerProjectId?: string): Mapped {
-  assert.ok(assertSame(body, label, headerProjectId), `${label}: the fast path took it`);
+  assert.ok(assertSame(body, label, headerProjectId), `${label}: the reader took it`);
   const bytes = typeof body === 'string' ? Buffer.from(body) : body;
   return viaService(bytes, headerProjectId) as Mapped;
 }

@@ -1,0 +1,142 @@
+// Where the mappers put what they read: column by column, no object per row. A mapper writes an
+// item's own cells as it reads the item; the cells an item shares with others (its resource, scope,
+// span, metric) are written down the item rows when that message ends, since protobuf and JSON
+// may send them after the items. Once a resource ends its rows are complete, and are handed to a
+// RowSink one by one, in the table's column order: the server's sink validates and normalizes each
+// (schema/validate.ts) straight into the table's column builder.
+
+import { SCHEMAS, type TableName } from '../schema/tables.ts';
+
+export interface RowSink {
+  /**
+   * A row of `table`: one value per column, in the table's column order, as the mapper made it
+   * (the derived columns left null). `values` is reused for the next row once this returns.
+   */
+  row(table: TableName, values: unknown[]): void;
+  /** Forget the rows given so far: the body is mapped again, another way. */
+  restart(): void;
+}
+
+/** The positions of `names` in `table`'s columns; a name the table lacks is an error at load. */
+export function columnsOf<const N extends readonly string[]>(
+  table: TableName,
+  names: N,
+): { readonly [K in N[number]]: number } {
+  const columns = SCHEMAS[table].columns.map((c) => c.name);
+  const out: Record<string, number> = {};
+  for (const name of names) {
+    const i = columns.indexOf(name);
+    if (i < 0) throw new Error(`table ${table} has no column ${name}`);
+    out[name] = i;
+  }
+  return out as { readonly [K in N[number]]: number };
+}
+
+/** The columns every table has, filled from the resource and the scope. */
+const SHARED = [
+  'project_id',
+  'service_name',
+  'resource_attributes',
+  'resource_dropped_attributes_count',
+  'resource_schema_url',
+  'scope_name',
+  'scope_version',
+  'scope_attributes',
+  'scope_dropped_attributes_count',
+  'scope_schema_url',
+] as const;
+
+/** The columns of a resource (the project id and service name are derived from its attributes). */
+export interface ResourceCells {
+  projectId: string;
+  serviceName: string | null;
+  attributes: string;
+  dropped: number;
+  schemaUrl: string | null;
+}
+
+export interface ScopeCells {
+  name: string | null;
+  version: string | null;
+  attributes: string;
+  dropped: number;
+  schemaUrl: string | null;
+}
+
+/** The rows of one table a mapper has made and not yet handed on. */
+export class TableRows {
+  readonly table: TableName;
+  private readonly shared: { readonly [K in (typeof SHARED)[number]]: number };
+  private readonly width: number;
+  private cols: unknown[][];
+  /** Rows made since the last `flush`. */
+  n = 0;
+  /** Rows handed on. */
+  flushed = 0;
+
+  constructor(table: TableName) {
+    this.table = table;
+    this.shared = columnsOf(table, SHARED);
+    this.width = SCHEMAS[table].columns.length;
+    this.cols = this.emptyColumns();
+  }
+
+  private emptyColumns(): unknown[][] {
+    return Array.from({ length: this.width }, () => []);
+  }
+
+  /** Starts a row; returns its index, for `set`. */
+  add(): number {
+    return this.n++;
+  }
+
+  set(column: number, row: number, value: unknown): void {
+    this.cols[column]![row] = value;
+  }
+
+  /** Sets `column` of the rows made since `from` (a row index). */
+  fill(column: number, from: number, value: unknown): void {
+    const c = this.cols[column]!;
+    for (let i = from; i < this.n; i++) c[i] = value;
+  }
+
+  /** Forgets the rows made since `from`. */
+  truncate(from: number): void {
+    this.n = from;
+    for (const c of this.cols) if (c.length > from) c.length = from;
+  }
+
+  fillResource(from: number, r: ResourceCells): void {
+    const s = this.shared;
+    this.fill(s.project_id, from, r.projectId);
+    this.fill(s.service_name, from, r.serviceName);
+    this.fill(s.resource_attributes, from, r.attributes);
+    this.fill(s.resource_dropped_attributes_count, from, r.dropped);
+    this.fill(s.resource_schema_url, from, r.schemaUrl);
+  }
+
+  fillScope(from: number, scope: ScopeCells): void {
+    const s = this.shared;
+    this.fill(s.scope_name, from, scope.name);
+    this.fill(s.scope_version, from, scope.version);
+    this.fill(s.scope_attributes, from, scope.attributes);
+    this.fill(s.scope_dropped_attributes_count, from, scope.dropped);
+    this.fill(s.scope_schema_url, from, scope.schemaUrl);
+  }
+
+  /** Hands every row on to `sink`, and starts over with empty columns. */
+  flush(sink: RowSink): void {
+    const n = this.n;
+    if (n === 0) return;
+    const cols = this.cols;
+    const width = this.width;
+    const values = new Array<unknown>(width);
+    for (let i = 0; i < n; i++) {
+      for (let j = 0; j < width; j++) values[j] = cols[j]![i] ?? null;
+      sink.row(this.table, values);
+    }
+    this.flushed += n;
+    this.n = 0;
+    this.cols = this.emptyColumns();
+  }
+}
