@@ -10,7 +10,8 @@ import { SCHEMAS, type TableName } from '../schema/tables.ts';
 export interface RowSink {
   /**
    * A row of `table`: one value per column, in the table's column order, as the mapper made it
-   * (the derived columns left null). `values` is reused for the next row once this returns.
+   * (null where it has none, never undefined; the derived columns left null). `values` is reused
+   * for the next row once this returns.
    */
   row(table: TableName, values: unknown[]): void;
   /** Forget the rows given so far: the body is mapped again, another way. */
@@ -46,6 +47,9 @@ const SHARED = [
   'scope_schema_url',
 ] as const;
 
+type SharedColumns = { readonly [K in (typeof SHARED)[number]]: number };
+const SHARED_COLUMNS = new Map<TableName, SharedColumns>();
+
 /** The columns of a resource (the project id and service name are derived from its attributes). */
 export interface ResourceCells {
   projectId: string;
@@ -66,7 +70,7 @@ export interface ScopeCells {
 /** The rows of one table a mapper has made and not yet handed on. */
 export class TableRows {
   readonly table: TableName;
-  private readonly shared: { readonly [K in (typeof SHARED)[number]]: number };
+  private readonly shared: SharedColumns;
   private readonly width: number;
   private cols: unknown[][];
   /** Rows made since the last `flush`. */
@@ -76,7 +80,12 @@ export class TableRows {
 
   constructor(table: TableName) {
     this.table = table;
-    this.shared = columnsOf(table, SHARED);
+    let shared = SHARED_COLUMNS.get(table);
+    if (shared === undefined) {
+      shared = columnsOf(table, SHARED);
+      SHARED_COLUMNS.set(table, shared);
+    }
+    this.shared = shared;
     this.width = SCHEMAS[table].columns.length;
     this.cols = this.emptyColumns();
   }

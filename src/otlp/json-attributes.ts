@@ -5,6 +5,7 @@
 // values.ts.
 
 import { DECLINED, END_OF_OBJECT, FIRST_KEY, type JsonCursor, KeySet, Literal } from './json-cursor.ts';
+import { JsonTextWriter } from './json-text.ts';
 import {
   attributesJson,
   bodyText,
@@ -38,10 +39,8 @@ const PROJECT_ID = Buffer.from('project.id');
  * or integer-like key, a value that is not one string, int, bool or double, a key after its
  * value, a key with escapes) is parsed alone and given to `attributesJson`.
  */
-export class JsonAttributes {
+export class JsonAttributes extends JsonTextWriter {
   private readonly j: JsonCursor;
-  private out: Buffer = scratch;
-  private len = 0;
   /** Whether a byte beyond ASCII was written (the text is then decoded as UTF-8). */
   private nonAscii = false;
   /** Key ranges of the list being written, for the repeated-key check. */
@@ -52,6 +51,7 @@ export class JsonAttributes {
   projectId: string | null = null;
 
   constructor(j: JsonCursor) {
+    super();
     this.j = j;
   }
 
@@ -300,29 +300,8 @@ export class JsonAttributes {
     if (n !== s.length) this.nonAscii = true;
     this.len += n;
   }
-
-  private byte(c: number): void {
-    this.reserve(1);
-    this.out[this.len++] = c;
-  }
-
-  private reserve(n: number): void {
-    if (this.len + n <= this.out.length) return;
-    const bigger = Buffer.allocUnsafe(Math.max(this.out.length * 2, this.len + n));
-    this.out.copy(bigger, 0, 0, this.len);
-    this.out = scratch = bigger;
-  }
 }
 
-/** Where attribute lists are written, kept from request to request (a mapper runs to its end alone). */
-const SCRATCH_BYTES = 64 * 1024;
-const SCRATCH_KEPT = 1024 * 1024;
-let scratch = Buffer.allocUnsafe(SCRATCH_BYTES);
-
-/** After a request: a list of megabytes grew the buffer, which is not kept for the requests after. */
-export function shrinkScratch(): void {
-  if (scratch.length > SCRATCH_KEPT) scratch = Buffer.allocUnsafe(SCRATCH_BYTES);
-}
 /** Room `compact` makes before a KeyValue; a longer one is written by `keyValue`. */
 const COMPACT_ROOM = 4096;
 

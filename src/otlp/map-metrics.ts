@@ -187,11 +187,7 @@ export class MetricMapper extends RequestWalker {
     let monotonic = false;
     for (let f = r.next(); f !== END; f = r.next()) {
       if (f === F.dataPoints) {
-        if (!r.enter(point)) continue;
-        if (numbers) this.numberPoint();
-        else if (member === F.histogram) this.histogramPoint();
-        else if (member === F.exponentialHistogram) this.exponentialPoint();
-        else this.summaryPoint();
+        if (r.enter(point)) this.point(member, t, c);
       } else if (f === F.aggregationTemporality) temporality = r.int32(TEMPORALITY);
       else if (f === F.isMonotonic) monotonic = r.bool();
       else r.skip();
@@ -215,16 +211,32 @@ export class MetricMapper extends RequestWalker {
     else v.int = r.int64();
   }
 
-  /** A gauge or sum point. */
-  private numberPoint(): void {
+  /**
+   * A data point of `member`'s kind into `t` (`c`: its columns). The reader hands over only the
+   * fields of the point's own message, so one loop reads the five kinds.
+   */
+  private point(member: number, t: TableRows, c: MetricColumns): void {
     const r = this.r;
-    const t = this.points;
     const row = t.add();
     let start = 0n;
     let time = 0n;
     let flags = 0n;
-    const value: PointValue = { member: -1, double: 0, int: 0n };
     let exemplars: string[] | null = null;
+    const value: PointValue = { member: -1, double: 0, int: 0n };
+    let count = 0n;
+    // A summary's sum is a plain double (0 when absent); the histograms' an optional one.
+    let sum: number | null = member === F.summary ? 0 : null;
+    let min: number | null = null;
+    let max: number | null = null;
+    const buckets: bigint[] = [];
+    const bounds: number[] = [];
+    let scale = 0;
+    let zeroCount = 0n;
+    let zeroThreshold = 0;
+    let positive: Buckets | null = null;
+    let negative: Buckets | null = null;
+    const quantiles: number[] = [];
+    const values: number[] = [];
     for (let f = r.next(); f !== END; f = r.next()) {
       switch (f) {
         case F.startTimeUnixNano:
@@ -232,10 +244,6 @@ export class MetricMapper extends RequestWalker {
           break;
         case F.timeUnixNano:
           time = r.int64();
-          break;
-        case F.asDouble:
-        case F.asInt:
-          this.value(f, value);
           break;
         case F.attributes:
           r.attributes();
@@ -246,60 +254,15 @@ export class MetricMapper extends RequestWalker {
         case F.exemplars:
           if (r.enter(EXEMPLAR)) exemplars = this.withExemplar(exemplars);
           break;
-        default:
-          r.skip();
-      }
-    }
-    this.pointCells(t, POINTS, row, start, time, flags, exemplars);
-    t.set(P.value_double, row, value.member === F.asDouble ? value.double : null);
-    t.set(P.value_int, row, value.member === F.asInt ? value.int : null);
-  }
-
-  /** The cells every point has; `c`: the columns of `t`. */
-  private pointCells(
-    t: TableRows,
-    c: MetricColumns,
-    row: number,
-    start: bigint,
-    time: bigint,
-    flags: bigint,
-    exemplars: string[] | null,
-  ): void {
-    t.set(c.event_ts, row, nanosToMicros(time));
-    t.set(c.start_time_unix_nano, row, start);
-    t.set(c.time_unix_nano, row, time);
-    t.set(c.attributes, row, this.r.attributesJson());
-    t.set(c.flags, row, flags);
-    t.set(c.exemplars, row, exemplars === null ? null : `[${exemplars.join(',')}]`);
-  }
-
-  private histogramPoint(): void {
-    const r = this.r;
-    const t = this.hist;
-    const row = t.add();
-    let start = 0n;
-    let time = 0n;
-    let flags = 0n;
-    let count = 0n;
-    let sum: number | null = null;
-    let min: number | null = null;
-    let max: number | null = null;
-    const buckets: bigint[] = [];
-    const bounds: number[] = [];
-    let exemplars: string[] | null = null;
-    for (let f = r.next(); f !== END; f = r.next()) {
-      switch (f) {
-        case F.startTimeUnixNano:
-          start = r.int64();
-          break;
-        case F.timeUnixNano:
-          time = r.int64();
+        case F.asDouble:
+        case F.asInt:
+          this.value(f, value);
           break;
         case F.count:
           count = r.int64();
           break;
         case F.sum:
-          sum = r.optionalDouble();
+          sum = member === F.summary ? r.double() : r.optionalDouble();
           break;
         case F.min:
           min = r.optionalDouble();
@@ -312,65 +275,6 @@ export class MetricMapper extends RequestWalker {
           break;
         case F.explicitBounds:
           r.doubles(bounds);
-          break;
-        case F.attributes:
-          r.attributes();
-          break;
-        case F.flags:
-          flags = r.flags();
-          break;
-        case F.exemplars:
-          if (r.enter(EXEMPLAR)) exemplars = this.withExemplar(exemplars);
-          break;
-        default:
-          r.skip();
-      }
-    }
-    this.pointCells(t, HIST, row, start, time, flags, exemplars);
-    t.set(H.count, row, count);
-    t.set(H.sum, row, sum);
-    t.set(H.min, row, min);
-    t.set(H.max, row, max);
-    t.set(H.bucket_counts, row, buckets);
-    t.set(H.explicit_bounds, row, bounds);
-  }
-
-  private exponentialPoint(): void {
-    const r = this.r;
-    const t = this.hist;
-    const row = t.add();
-    let start = 0n;
-    let time = 0n;
-    let flags = 0n;
-    let count = 0n;
-    let sum: number | null = null;
-    let min: number | null = null;
-    let max: number | null = null;
-    let scale = 0;
-    let zeroCount = 0n;
-    let zeroThreshold = 0;
-    let positive: Buckets | null = null;
-    let negative: Buckets | null = null;
-    let exemplars: string[] | null = null;
-    for (let f = r.next(); f !== END; f = r.next()) {
-      switch (f) {
-        case F.startTimeUnixNano:
-          start = r.int64();
-          break;
-        case F.timeUnixNano:
-          time = r.int64();
-          break;
-        case F.count:
-          count = r.int64();
-          break;
-        case F.sum:
-          sum = r.optionalDouble();
-          break;
-        case F.min:
-          min = r.optionalDouble();
-          break;
-        case F.max:
-          max = r.optionalDouble();
           break;
         case F.scale:
           scale = r.int32();
@@ -387,24 +291,38 @@ export class MetricMapper extends RequestWalker {
         case F.negative:
           negative = this.buckets();
           break;
-        case F.attributes:
-          r.attributes();
-          break;
-        case F.flags:
-          flags = r.flags();
-          break;
-        case F.exemplars:
-          if (r.enter(EXEMPLAR)) exemplars = this.withExemplar(exemplars);
+        case F.quantileValues:
+          if (r.enter(QUANTILE)) this.quantile(quantiles, values);
           break;
         default:
           r.skip();
       }
     }
-    this.pointCells(t, HIST, row, start, time, flags, exemplars);
+    t.set(c.event_ts, row, nanosToMicros(time));
+    t.set(c.start_time_unix_nano, row, start);
+    t.set(c.time_unix_nano, row, time);
+    t.set(c.attributes, row, r.attributesJson());
+    t.set(c.flags, row, flags);
+    t.set(c.exemplars, row, exemplars === null ? null : `[${exemplars.join(',')}]`);
+    if (member === F.gauge || member === F.sum) {
+      t.set(P.value_double, row, value.member === F.asDouble ? value.double : null);
+      t.set(P.value_int, row, value.member === F.asInt ? value.int : null);
+      return;
+    }
     t.set(H.count, row, count);
     t.set(H.sum, row, sum);
+    if (member === F.summary) {
+      t.set(H.quantiles, row, quantiles);
+      t.set(H.quantile_values, row, values);
+      return;
+    }
     t.set(H.min, row, min);
     t.set(H.max, row, max);
+    if (member === F.histogram) {
+      t.set(H.bucket_counts, row, buckets);
+      t.set(H.explicit_bounds, row, bounds);
+      return;
+    }
     t.set(H.scale, row, scale);
     t.set(H.zero_count, row, zeroCount);
     t.set(H.zero_threshold, row, zeroThreshold);
@@ -427,59 +345,18 @@ export class MetricMapper extends RequestWalker {
     return b;
   }
 
-  private summaryPoint(): void {
+  /** A summary's value at a quantile, added to `quantiles` and `values`. */
+  private quantile(quantiles: number[], values: number[]): void {
     const r = this.r;
-    const t = this.hist;
-    const row = t.add();
-    let start = 0n;
-    let time = 0n;
-    let flags = 0n;
-    let count = 0n;
-    let sum = 0;
-    const quantiles: number[] = [];
-    const values: number[] = [];
+    let quantile = 0;
+    let value = 0;
     for (let f = r.next(); f !== END; f = r.next()) {
-      switch (f) {
-        case F.startTimeUnixNano:
-          start = r.int64();
-          break;
-        case F.timeUnixNano:
-          time = r.int64();
-          break;
-        case F.count:
-          count = r.int64();
-          break;
-        case F.sum:
-          sum = r.double();
-          break;
-        case F.quantileValues: {
-          if (!r.enter(QUANTILE)) break;
-          let quantile = 0;
-          let value = 0;
-          for (let g = r.next(); g !== END; g = r.next()) {
-            if (g === F.quantile) quantile = r.double();
-            else if (g === F.value) value = r.double();
-            else r.skip();
-          }
-          quantiles.push(quantile);
-          values.push(value);
-          break;
-        }
-        case F.attributes:
-          r.attributes();
-          break;
-        case F.flags:
-          flags = r.flags();
-          break;
-        default:
-          r.skip();
-      }
+      if (f === F.quantile) quantile = r.double();
+      else if (f === F.value) value = r.double();
+      else r.skip();
     }
-    this.pointCells(t, HIST, row, start, time, flags, null);
-    t.set(H.count, row, count);
-    t.set(H.sum, row, sum);
-    t.set(H.quantiles, row, quantiles);
-    t.set(H.quantile_values, row, values);
+    quantiles.push(quantile);
+    values.push(value);
   }
 
   /** `list` with the exemplar just entered. */

@@ -6,9 +6,9 @@
 import { SCHEMAS, type TableName } from '../schema/tables.ts';
 import type { RowSink } from './columns.ts';
 import { LossyJsonNumber, OtlpDecodeError } from './errors.ts';
-import { shrinkScratch } from './json-attributes.ts';
 import { DECLINED } from './json-cursor.ts';
 import { JsonReader } from './json-reader.ts';
+import { shrinkScratch } from './json-text.ts';
 import { LogMapper } from './map-logs.ts';
 import { MetricMapper } from './map-metrics.ts';
 import { TraceMapper } from './map-traces.ts';
@@ -36,12 +36,14 @@ export function mapRequest(
   ctx: MapContext,
   sink: RowSink,
 ): MapOutcome {
-  if (format === 'protobuf') return { route: 'reader', ...walk(signal, new ProtobufReader(body), ctx, sink) };
   try {
+    if (format === 'protobuf')
+      return { route: 'reader', ...walk(signal, new ProtobufReader(body), ctx, sink) };
     return { route: 'reader', ...walk(signal, new JsonReader(body), ctx, sink) };
   } catch (err) {
-    // Whatever the reader cannot take as it stands, the tree decides, and words the error.
-    if (err !== DECLINED && !(err instanceof OtlpDecodeError) && !(err instanceof LossyJsonNumber)) throw err;
+    // Whatever the JSON reader cannot take as it stands, the tree decides, and words the error.
+    const declined = err === DECLINED || err instanceof OtlpDecodeError || err instanceof LossyJsonNumber;
+    if (format === 'protobuf' || !declined) throw err;
   } finally {
     shrinkScratch();
   }

@@ -5,6 +5,7 @@
 
 import { isUtf8 } from 'node:buffer';
 import { OtlpDecodeError } from './errors.ts';
+import { JsonTextWriter } from './json-text.ts';
 import { attributesJson, bodyText, jsonDouble, jsonInt, jsonText, type Msg } from './values.ts';
 
 /** Wire types (the low 3 bits of a tag). */
@@ -232,9 +233,7 @@ interface Member {
  * Keys and strings are copied as UTF-8 bytes (checked, escaped where JSON needs it); a list with a
  * repeated key or an integer-like key (which a JS object reorders) is handed to `attributesJson`.
  */
-export class AttributesWriter {
-  private out: Buffer = Buffer.allocUnsafe(16 * 1024);
-  private len = 0;
+export class AttributesWriter extends JsonTextWriter {
   /** Key ranges of the objects being written, innermost last (for the repeated-key check). */
   private readonly keys = new Ranges();
   private readonly member: Member = { tag: 0, start: 0, end: 0 };
@@ -242,6 +241,7 @@ export class AttributesWriter {
   private readonly r: WireCursor;
 
   constructor(reader: WireCursor) {
+    super();
     this.r = reader;
   }
 
@@ -384,18 +384,6 @@ export class AttributesWriter {
     let o = this.len;
     for (let i = 0; i < s.length; i++) out[o++] = s.charCodeAt(i);
     this.len = o;
-  }
-
-  private byte(c: number): void {
-    this.reserve(1);
-    this.out[this.len++] = c;
-  }
-
-  private reserve(n: number): void {
-    if (this.len + n <= this.out.length) return;
-    const bigger = Buffer.allocUnsafe(Math.max(this.out.length * 2, this.len + n));
-    this.out.copy(bigger, 0, 0, this.len);
-    this.out = bigger;
   }
 }
 

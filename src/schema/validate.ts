@@ -238,11 +238,11 @@ export class RowNormalizer {
   }
 
   /**
-   * Validates and normalizes, in place, a row given as one value per column in schema order (the
-   * OTLP mappers' rows, which have no other keys); the rejection reason, or null.
+   * Validates and normalizes, in place, a row given as one value per column in schema order, null
+   * where it has none (the OTLP mappers' rows, which have no other keys); the rejection reason, or
+   * null.
    */
   normalizeValues(values: RowValues): string | null {
-    for (let i = 0; i < values.length; i++) values[i] ??= null;
     const r = this.coerceTypes(values) ?? this.complete(values);
     return typeof r === 'string' ? r : null;
   }
