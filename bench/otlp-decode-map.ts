@@ -4,8 +4,9 @@
 // Prints µs per request (median, p10-p90) and CPU seconds per 1M items (user + system of the
 // whole process over the measured requests, GC threads included).
 //
-//   node bench/otlp-decode-map.ts [--requests N] [--src DIR] [--json FILE]
+//   node bench/otlp-decode-map.ts [--requests N] [--signal S] [--format F] [--src DIR] [--json FILE]
 //
+// --signal (traces, logs, metrics) and --format (protobuf, json) run only those cases.
 // --src DIR runs the decoder of another checkout's src/ (e.g. from before issue 19, when protobuf
 // logs and traces and JSON traces were read from their bytes and JSON logs and all metrics went
 // through JSON.parse or protobufjs' trees); --json FILE appends one JSON line per case. A against
@@ -26,6 +27,8 @@ import { logsRequest, metricsRequest, tracesRequest } from './otlp-payloads.ts';
 const { values: args } = parseArgs({
   options: {
     requests: { type: 'string', default: '2000' },
+    signal: { type: 'string' },
+    format: { type: 'string' },
     src: { type: 'string' },
     json: { type: 'string' },
     compare: { type: 'boolean', default: false },
@@ -145,6 +148,7 @@ console.log(
 console.log('case                 KiB/req   µs/req (p10-p90)    CPU s/1M items');
 for (const signal of SIGNALS) {
   for (const format of ['protobuf', 'json'] as const) {
+    if ((args.signal ?? signal) !== signal || (args.format ?? format) !== format) continue;
     const r = run(signal, format);
     console.log(
       `${r.case.padEnd(18)} ${(r.bytes / 1024).toFixed(1).padStart(8)}  ${r.usMedian.toFixed(0).padStart(6)} (${r.usP10.toFixed(0)}-${r.usP90.toFixed(0)})`.padEnd(

@@ -187,8 +187,8 @@ export class JsonAttributes extends JsonTextWriter {
 
   /**
    * Writes a KeyValue in the form SDKs and the Collector write, {"key":"k","value":{"stringValue":
-   * "v"}} (or a canonical intValue, or a boolValue), without whitespace or escapes, in one pass;
-   * false, having read nothing, for any other form.
+   * "v"}} (or a canonical intValue or doubleValue, or a boolValue), without whitespace or escapes,
+   * in one pass; false, having read nothing, for any other form.
    */
   private compact(first: boolean, names: boolean): boolean {
     const j = this.j;
@@ -244,6 +244,12 @@ export class JsonAttributes extends JsonTextWriter {
       const n = p - digits;
       if (n === 0 || n > 15 || (n > 1 && buf[digits] === 0x30)) return false;
       if (quoted && buf[p++] !== 0x22) return false;
+    } else if (DOUBLE_MEMBER.at(j, p)) {
+      p += DOUBLE_MEMBER.length;
+      const start = o;
+      o = canonicalDouble(buf, p, out, o);
+      if (o < 0) return false;
+      p += o - start;
     } else if (BOOL_MEMBER.at(j, p)) {
       p += BOOL_MEMBER.length;
       const word = TRUE.at(j, p) ? TRUE : FALSE.at(j, p) ? FALSE : null;
@@ -310,8 +316,43 @@ const KV_VALUE = new Literal('","value":{"');
 const STRING_MEMBER = new Literal('stringValue":"');
 const INT_MEMBER = new Literal('intValue":');
 const BOOL_MEMBER = new Literal('boolValue":');
+const DOUBLE_MEMBER = new Literal('doubleValue":');
 const TRUE = new Literal('true');
 const FALSE = new Literal('false');
+
+const isDigit = (c: number | undefined) => c !== undefined && c >= 0x30 && c <= 0x39;
+
+/**
+ * Copies the number literal at buf[p] to out[o] when it is written as JavaScript writes its
+ * double (what JSON.stringify gives for the parsed value): no exponent, no fraction ending in 0,
+ * at most 15 significant digits (a double's decimal form of up to 15 digits is its shortest one),
+ * at most 5 zeros after the point before them, not -0. Returns the end in `out`, or -1 for any
+ * other literal (which the caller leaves to the parsed way).
+ */
+function canonicalDouble(buf: Buffer, p: number, out: Buffer, o: number): number {
+  const negative = buf[p] === 0x2d;
+  if (negative) out[o++] = buf[p++]!;
+  const intStart = p;
+  while (isDigit(buf[p])) out[o++] = buf[p++]!;
+  const intDigits = p - intStart;
+  if (intDigits === 0 || (intDigits > 1 && buf[intStart] === 0x30)) return -1;
+  let significant = buf[intStart] === 0x30 ? 0 : intDigits;
+  if (buf[p] === 0x2e) {
+    out[o++] = buf[p++]!;
+    const fracStart = p;
+    while (isDigit(buf[p])) out[o++] = buf[p++]!;
+    if (p === fracStart || buf[p - 1] === 0x30) return -1;
+    if (significant > 0) significant += p - fracStart;
+    else {
+      let zeros = 0;
+      while (buf[fracStart + zeros] === 0x30) zeros++;
+      if (zeros > 5) return -1;
+      significant = p - fracStart - zeros;
+    }
+  }
+  if (significant > 15 || (significant === 0 && negative)) return -1;
+  return o;
+}
 
 /** Bytes a string's content may hold as it stands: all but quote, backslash and controls. */
 const PLAIN = new Uint8Array(256).fill(1);

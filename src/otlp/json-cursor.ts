@@ -383,30 +383,41 @@ export class JsonCursor {
     const buf = this.buf;
     const start = this.pos;
     let p = start;
-    if (buf[p] === 0x2d) p++;
+    const negative = buf[p] === 0x2d;
+    if (negative) p++;
+    // The digits (fraction included) as an integer, while it stays exact.
+    let mantissa = 0;
+    let digits = 0;
     if (buf[p] === 0x30) p++;
-    else if (isDigit(buf[p])) while (isDigit(buf[p])) p++;
-    else throw DECLINED;
-    let integer = true;
+    else if (isDigit(buf[p])) {
+      while (isDigit(buf[p])) {
+        mantissa = mantissa * 10 + (buf[p++]! - 0x30);
+        digits++;
+      }
+    } else throw DECLINED;
+    let fraction = 0;
     if (buf[p] === 0x2e) {
-      integer = false;
       p++;
       if (!isDigit(buf[p])) throw DECLINED;
-      while (isDigit(buf[p])) p++;
+      const from = p;
+      while (isDigit(buf[p])) mantissa = mantissa * 10 + (buf[p++]! - 0x30);
+      fraction = p - from;
+      digits += fraction;
     }
+    let exponent = false;
     if (buf[p] === 0x65 || buf[p] === 0x45) {
-      integer = false;
+      exponent = true;
       p++;
       if (buf[p] === 0x2b || buf[p] === 0x2d) p++;
       if (!isDigit(buf[p])) throw DECLINED;
       while (isDigit(buf[p])) p++;
     }
     this.pos = p;
-    // Short non-negative integers directly; the rest as JSON.parse reads them.
-    if (integer && p - start < 16 && buf[start] !== 0x2d) {
-      let v = 0;
-      for (let i = start; i < p; i++) v = v * 10 + (buf[i]! - 0x30);
-      return v;
+    // Up to 15 digits and 22 decimals, one division by an exact power of ten is rounded
+    // correctly, as JSON.parse rounds; the rest is left to Number.
+    if (!exponent && digits <= 15 && fraction <= 22) {
+      const v = fraction === 0 ? mantissa : mantissa / POWERS_OF_TEN[fraction]!;
+      return negative ? -v : v;
     }
     return Number(buf.toString('latin1', start, p));
   }
@@ -458,6 +469,9 @@ export class JsonCursor {
     return n;
   }
 }
+
+/** 10^0 to 10^22: every one a double exactly. */
+const POWERS_OF_TEN = Array.from({ length: 23 }, (_, i) => 10 ** i);
 
 function isDigit(c: number | undefined): boolean {
   return c !== undefined && c >= 0x30 && c <= 0x39;

@@ -312,24 +312,24 @@ export class MetricMapper extends RequestWalker {
     t.set(H.count, row, count);
     t.set(H.sum, row, sum);
     if (member === F.summary) {
-      t.set(H.quantiles, row, quantiles);
-      t.set(H.quantile_values, row, values);
+      t.set(H.quantiles, row, float64s(quantiles));
+      t.set(H.quantile_values, row, float64s(values));
       return;
     }
     t.set(H.min, row, min);
     t.set(H.max, row, max);
     if (member === F.histogram) {
-      t.set(H.bucket_counts, row, buckets);
-      t.set(H.explicit_bounds, row, bounds);
+      t.set(H.bucket_counts, row, int64s(buckets));
+      t.set(H.explicit_bounds, row, float64s(bounds));
       return;
     }
     t.set(H.scale, row, scale);
     t.set(H.zero_count, row, zeroCount);
     t.set(H.zero_threshold, row, zeroThreshold);
     t.set(H.positive_offset, row, positive === null ? null : positive.offset);
-    t.set(H.positive_bucket_counts, row, positive === null ? null : positive.counts);
+    t.set(H.positive_bucket_counts, row, positive === null ? null : int64s(positive.counts));
     t.set(H.negative_offset, row, negative === null ? null : negative.offset);
-    t.set(H.negative_bucket_counts, row, negative === null ? null : negative.counts);
+    t.set(H.negative_bucket_counts, row, negative === null ? null : int64s(negative.counts));
   }
 
   /** An exponential histogram's positive or negative buckets; null when absent. */
@@ -409,6 +409,20 @@ export class MetricMapper extends RequestWalker {
       `"trace_id":${trace === null ? 'null' : `"${trace}"`},"span_id":${span === null ? 'null' : `"${span}"`}}`
     );
   }
+}
+
+// List cells as the column builder keeps them (typed arrays), copied element by element: faster
+// than the typed array constructors given an array, and than the builder's own conversion.
+function int64s(values: readonly bigint[]): BigInt64Array {
+  const out = new BigInt64Array(values.length);
+  for (let i = 0; i < values.length; i++) out[i] = values[i]!;
+  return out;
+}
+
+function float64s(values: readonly number[]): Float64Array {
+  const out = new Float64Array(values.length);
+  for (let i = 0; i < values.length; i++) out[i] = values[i]!;
+  return out;
 }
 
 interface Buckets {

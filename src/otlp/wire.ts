@@ -95,7 +95,12 @@ export class WireCursor {
 
   /** A fixed64 as signed 64 bits (uint64 values above 2^63 keep their bits, as for JSON). */
   fixed64(end: number): bigint {
-    return this.buf.readBigInt64LE(this.take(8, end));
+    const b = this.buf;
+    const p = this.take(8, end);
+    // Two 32-bit halves: several times faster than Buffer's readBigInt64LE.
+    const lo = (b[p]! | (b[p + 1]! << 8) | (b[p + 2]! << 16) | (b[p + 3]! << 24)) >>> 0;
+    const hi = b[p + 4]! | (b[p + 5]! << 8) | (b[p + 6]! << 16) | (b[p + 7]! << 24);
+    return hi === 0 ? BigInt(lo) : BigInt(hi) * 4294967296n + BigInt(lo);
   }
 
   double(end: number): number {

@@ -18,14 +18,19 @@ import { RowNormalizer } from '../../src/schema/validate.ts';
 
 export const CTX = { defaultProjectId: 'default-project' };
 
-/** The rows a mapping hands on, as objects keyed by column (the derived columns still null). */
+/**
+ * The rows a mapping hands on, as objects keyed by column (the derived columns still null), list
+ * cells as arrays (as the tree route gives them; the readers' route gives the typed arrays the
+ * column builder keeps).
+ */
 export class RowObjects implements RowSink {
   tables: Partial<Record<TableName, Row[]>> = {};
 
   row(table: TableName, values: unknown[]): void {
     const row: Row = {};
     SCHEMAS[table].columns.forEach((c, j) => {
-      row[c.name] = values[j];
+      const v = values[j];
+      row[c.name] = v instanceof BigInt64Array || v instanceof Float64Array ? [...v] : v;
     });
     const rows = this.tables[table] ?? [];
     rows.push(row);

@@ -140,6 +140,21 @@ test('attribute values of every kind are written as the JSON of the parsed tree'
         '"-Infinity"',
         '"2.5"',
         '12',
+        // Written as JavaScript writes the double, or not (then JSON.stringify's form is written).
+        '1.50',
+        '100',
+        '-0.0',
+        '0.000001',
+        '0.0000012',
+        '0.0000001',
+        '123456789012345',
+        '1234567890123456',
+        '99999999999999999999',
+        '0.1000000000000000055511151231257827',
+        '1.7976931348623157e308',
+        '5e-324',
+        '-12.125',
+        '0.30000000000000004',
       ].map((v, i) => kv(`d${i}`, `{"doubleValue":${v}}`)),
     ],
     ['bools', [kv('t', '{"boolValue":true}'), kv('f', '{"boolValue":false}')]],
@@ -418,4 +433,23 @@ test('invalid JSON is refused with the words of the tree, at every truncation an
   // Both kinds of outcome were met: the comparison above was not vacuous.
   assert.ok(taken > 300, `the fast path took ${taken} edited bodies`);
   assert.ok(refused > 300, `the tree refused ${refused} edited bodies`);
+});
+
+test('a double attribute is written as JSON.stringify writes the parsed value, for any literal', () => {
+  const next = random(11);
+  const literals: string[] = [];
+  for (let i = 0; i < 3000; i++) {
+    const x = next();
+    const v = [x * 1e6, -x, x / 1e5, x * 10 ** Math.floor(next() * 30 - 12), Math.round(x * 1e4) / 100][
+      i % 5
+    ]!;
+    literals.push(String(v), v.toFixed(Math.floor(next() * 8)), v.toPrecision(1 + Math.floor(next() * 17)));
+  }
+  const kv = (v: string, i: number) => `{"key":"d${i}","value":{"doubleValue":${v}}}`;
+  for (let at = 0; at < literals.length; at += 300) {
+    const list = literals.slice(at, at + 300).map(kv);
+    const m = assertFast(request([span(`[${list.join(',')}]`)]), `literals from ${literals[at]}`);
+    const parsed = JSON.parse(m.tables.spans![0]!.attributes as string) as Record<string, number>;
+    assert.equal(Object.keys(parsed).length, list.length);
+  }
 });

@@ -482,6 +482,39 @@ test('protobuf: oneof members and message fields given twice keep the last, as i
   assert.deepEqual([point.value_double, point.value_int], [null, 7n]);
 });
 
+test('number literals of every form are read as JSON.parse reads them', () => {
+  let seed = 7;
+  const next = () => {
+    seed = (Math.imul(seed, 1664525) + 1013904223) >>> 0;
+    return seed / 2 ** 32;
+  };
+  const literals = [
+    '0',
+    '-0',
+    '0.0',
+    '1.0',
+    '-1.50',
+    '1e3',
+    '1E-7',
+    '2.5e+2',
+    '123456789012345',
+    '1234567890123456',
+    '0.1000000000000000055511151231257827',
+    '9007199254740993.5',
+    '5e-324',
+    '1.7976931348623157e308',
+  ];
+  for (let i = 0; i < 2000; i++) {
+    const v = [next() * 1e6, -next(), next() / 1e5, next() * 10 ** Math.floor(next() * 40 - 20)][i % 4]!;
+    literals.push(String(v), v.toFixed(Math.floor(next() * 21)), v.toPrecision(1 + Math.floor(next() * 21)));
+  }
+  for (let at = 0; at < literals.length; at += 500) {
+    const points = literals.slice(at, at + 500).map((v) => `{"asDouble":${v},"explicitBounds":[${v}]}`);
+    const body = around('metrics', `{"name":"h","gauge":{"dataPoints":[${points.join(',')}]}}`);
+    assertRoutesAgree('metrics', 'json', Buffer.from(body), `literals from ${literals[at]}`, 'reader');
+  }
+});
+
 test('the routes counted above: the readers took all but the odd forms', () => {
   assert.ok(routes.reader > 1000, `${routes.reader} bodies read by the readers`);
   assert.ok(routes.tree >= 16, `${routes.tree} bodies left to the tree`);
