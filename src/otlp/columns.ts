@@ -1,4 +1,4 @@
-// Where the mappers put what they read: column by column, no object per row. A mapper writes an
+// Where the mappers put what they read: cells by column, no object per row. A mapper writes an
 // item's own cells as it reads the item; the cells an item shares with others (its resource, scope,
 // span, metric) are written down the item rows when that message ends, since protobuf and JSON
 // may send them after the items. Once a resource ends its rows are complete, and are handed to a
@@ -67,12 +67,19 @@ export interface ScopeCells {
   schemaUrl: string | null;
 }
 
-/** The rows of one table a mapper has made and not yet handed on. */
+/** Rows a table's last flush handed on, as the size of the next one's cells (rows run alike). */
+const ROWS_SEEN = new Map<TableName, number>();
+
+/**
+ * The rows of one table a mapper has made and not yet handed on: their cells in one array, row
+ * after row (`width` cells each), written by column index. A fresh array each time: the young
+ * cells die with it instead of being remembered by an old one.
+ */
 export class TableRows {
   readonly table: TableName;
   private readonly shared: SharedColumns;
   private readonly width: number;
-  private cols: unknown[][];
+  private cells: unknown[];
   /** Rows made since the last `flush`. */
   n = 0;
   /** Rows handed on. */
@@ -87,11 +94,11 @@ export class TableRows {
     }
     this.shared = shared;
     this.width = SCHEMAS[table].columns.length;
-    this.cols = this.emptyColumns();
+    this.cells = this.emptyCells();
   }
 
-  private emptyColumns(): unknown[][] {
-    return Array.from({ length: this.width }, () => []);
+  private emptyCells(): unknown[] {
+    return new Array((ROWS_SEEN.get(this.table) ?? 16) * this.width);
   }
 
   /** Starts a row; returns its index, for `set`. */
@@ -100,19 +107,20 @@ export class TableRows {
   }
 
   set(column: number, row: number, value: unknown): void {
-    this.cols[column]![row] = value;
+    this.cells[row * this.width + column] = value;
   }
 
   /** Sets `column` of the rows made since `from` (a row index). */
   fill(column: number, from: number, value: unknown): void {
-    const c = this.cols[column]!;
-    for (let i = from; i < this.n; i++) c[i] = value;
+    const cells = this.cells;
+    const width = this.width;
+    for (let i = from * width + column, end = this.n * width; i < end; i += width) cells[i] = value;
   }
 
   /** Forgets the rows made since `from`. */
   truncate(from: number): void {
+    this.cells.fill(undefined, from * this.width, this.n * this.width);
     this.n = from;
-    for (const c of this.cols) if (c.length > from) c.length = from;
   }
 
   fillResource(from: number, r: ResourceCells): void {
@@ -133,19 +141,20 @@ export class TableRows {
     this.fill(s.scope_schema_url, from, scope.schemaUrl);
   }
 
-  /** Hands every row on to `sink`, and starts over with empty columns. */
+  /** Hands every row on to `sink`, and starts over with empty cells. */
   flush(sink: RowSink): void {
     const n = this.n;
     if (n === 0) return;
-    const cols = this.cols;
+    const cells = this.cells;
     const width = this.width;
     const values = new Array<unknown>(width);
-    for (let i = 0; i < n; i++) {
-      for (let j = 0; j < width; j++) values[j] = cols[j]![i] ?? null;
+    for (let i = 0, at = 0; i < n; i++, at += width) {
+      for (let j = 0; j < width; j++) values[j] = cells[at + j] ?? null;
       sink.row(this.table, values);
     }
+    ROWS_SEEN.set(this.table, n);
     this.flushed += n;
     this.n = 0;
-    this.cols = this.emptyColumns();
+    this.cells = this.emptyCells();
   }
 }

@@ -79,6 +79,11 @@ export class KeySet {
     });
   }
 
+  /** An empty key order, for `JsonCursor.key`: a caller reading objects of several kinds keeps one a kind. */
+  newOrder(): Int16Array {
+    return new Int16Array(this.next.length).fill(-1);
+  }
+
   /** The id (index in `names`) of the key in buf[start, end) with hash `h`, or -1. */
   find(buf: Buffer, start: number, end: number, h: number): number {
     for (let slot = h & this.mask; ; slot = (slot + 1) & this.mask) {
@@ -197,9 +202,10 @@ export class JsonCursor {
   /**
    * The next key of the object entered as an id of `keys` (-1 when unknown), the cursor left at
    * its value; END_OF_OBJECT at its end. `prev` is the id of the key read before in this object
-   * (FIRST_KEY for none). Keys with escapes are declined (they may spell a known key).
+   * (FIRST_KEY for none); `order`, the keys' usual order (KeySet.next). Keys with escapes are
+   * declined (they may spell a known key).
    */
-  key(prev: number, keys: KeySet): number {
+  key(prev: number, keys: KeySet, order: Int16Array = keys.next): number {
     const buf = this.buf;
     let c = this.peek();
     if (c === CLOSE_OBJECT) {
@@ -212,8 +218,8 @@ export class JsonCursor {
       c = this.peek();
     }
     if (c !== QUOTE) throw DECLINED;
-    const after = prev === FIRST_KEY ? keys.next.length - 1 : prev === UNKNOWN_KEY ? -1 : prev;
-    const guess = after < 0 ? -1 : keys.next[after]!;
+    const after = prev === FIRST_KEY ? order.length - 1 : prev === UNKNOWN_KEY ? -1 : prev;
+    const guess = after < 0 ? -1 : order[after]!;
     if (guess >= 0) {
       const q = keys.quoted[guess]!;
       if (q.at(this, this.pos + 1)) {
@@ -226,7 +232,7 @@ export class JsonCursor {
     if (this.strEscaped) throw DECLINED;
     this.colon();
     const id = keys.find(buf, this.strStart, this.strEnd, h);
-    if (after >= 0 && id >= 0) keys.next[after] = id;
+    if (after >= 0 && id >= 0) order[after] = id;
     return id;
   }
 
@@ -326,21 +332,32 @@ export class JsonCursor {
   digits64(): bigint | undefined {
     if (this.peek() !== QUOTE) return undefined;
     const buf = this.buf;
-    let p = this.pos;
-    const start = ++p;
+    const start = this.pos + 1;
+    let p = start;
+    // Up to 15 digits the value is exact as a double, and read in one pass.
+    let v = 0;
+    let c = buf[p]!;
+    while (c >= 0x30 && c <= 0x39 && p - start < 15) {
+      v = v * 10 + c - 0x30;
+      c = buf[++p]!;
+    }
+    if (c === QUOTE && p > start) {
+      this.pos = p + 1;
+      return BigInt(v);
+    }
     while (isDigit(buf[p])) p++;
     const n = p - start;
     if (buf[p] !== QUOTE || n === 0 || n > 19) return undefined;
     // Two exact halves: at most 10 and 9 digits.
-    const split = Math.max(start, p - 9);
+    const split = p - 9;
     let hi = 0;
     let lo = 0;
     for (let i = start; i < split; i++) hi = hi * 10 + buf[i]! - 0x30;
     for (let i = split; i < p; i++) lo = lo * 10 + buf[i]! - 0x30;
     this.pos = p + 1;
-    const v = hi === 0 ? BigInt(lo) : BigInt(hi) * 1_000_000_000n + BigInt(lo);
+    const big = BigInt(hi) * 1_000_000_000n + BigInt(lo);
     // uint64 values above 2^63 keep their bits in the signed long column.
-    return v > INT64_MAX ? BigInt.asIntN(64, v) : v;
+    return big > INT64_MAX ? BigInt.asIntN(64, big) : big;
   }
 
   /**

@@ -19,6 +19,17 @@ const SNAKE = FIELD_NAMES.flatMap((name, id) => (SNAKE_OF[id] === name ? [] : [i
 const KEYS = new KeySet([...FIELD_NAMES, ...SNAKE.map((id) => SNAKE_OF[id]!)]);
 const FIRST_SNAKE = FIELD_NAMES.length;
 
+/** The usual order of each message's keys, kept from body to body (writers keep theirs). */
+const ORDERS = new Map<MessageType, Int16Array>();
+function orderOf(type: MessageType): Int16Array {
+  let order = ORDERS.get(type);
+  if (order === undefined) {
+    order = KEYS.newOrder();
+    ORDERS.set(type, order);
+  }
+  return order;
+}
+
 /** An empty body is an empty request. */
 const EMPTY_REQUEST = Buffer.from('{}');
 const OPEN_OBJECT = 0x7b;
@@ -30,6 +41,7 @@ export class JsonReader implements OtlpReader {
   /** The objects entered, innermost last, each with the key read last in it (FIRST_KEY: none yet). */
   private depth = -1;
   private readonly types: MessageType[] = [];
+  private readonly orders: Int16Array[] = [];
   private readonly lastKey: number[] = [];
   /** The repeated message field whose array is being walked in each object (-1: none), and whether its first element is still to come. */
   private readonly list: number[] = [];
@@ -67,6 +79,7 @@ export class JsonReader implements OtlpReader {
   private push(type: MessageType): void {
     const d = ++this.depth;
     this.types[d] = type;
+    this.orders[d] = orderOf(type);
     this.lastKey[d] = FIRST_KEY;
     this.list[d] = -1;
     this.listFirst[d] = false;
@@ -91,7 +104,7 @@ export class JsonReader implements OtlpReader {
       this.list[d] = -1;
     }
     for (;;) {
-      const id = j.key(this.lastKey[d]!, KEYS);
+      const id = j.key(this.lastKey[d]!, KEYS, this.orders[d]!);
       if (id === END_OF_OBJECT) {
         this.depth = d - 1;
         if (d === 0 && !j.atEnd()) throw DECLINED;
