@@ -160,7 +160,10 @@ for (const signal of SIGNALS) {
 }
 console.log(`peak RSS ${Math.round(process.resourceUsage().maxRSS / 1024)} MiB`);
 
-/** Per case over the runs in each file: the median and range of µs per request and CPU per 1M items, and A/B. */
+/**
+ * Per case over the runs in each file: the median and range of µs per request and CPU per 1M
+ * items; with two files (written by interleaved runs, A B A B...), the CPU ratio A/B of each pair.
+ */
 function compare(files: string[]): void {
   const runs = files.map((f) =>
     readFileSync(f, 'utf8')
@@ -172,11 +175,11 @@ function compare(files: string[]): void {
     const s = [...xs].sort((a, b) => a - b);
     return s.length % 2 ? s[s.length >> 1]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
   };
-  const cases = [...new Set(runs[0]!.map((r) => r.case))];
   const fmt = (xs: number[], digits: number) =>
     `${median(xs).toFixed(digits)} (${Math.min(...xs).toFixed(digits)}-${Math.max(...xs).toFixed(digits)})`;
+  const cases = [...new Set(runs[0]!.map((r) => r.case))];
   console.log(
-    `case               ${files.map((f) => `${f}: µs/req; CPU s/1M items`.padEnd(52)).join('')}A/B`,
+    `${'case'.padEnd(18)}${files.map((f) => `${f}: µs/req; CPU s/1M items`.padEnd(50)).join('')}${files.length === 2 ? 'CPU A/B, pair by pair' : ''}`,
   );
   for (const c of cases) {
     const per = runs.map((rs) => rs.filter((r) => r.case === c));
@@ -187,14 +190,17 @@ function compare(files: string[]): void {
       )}; ${fmt(
         rs.map((r) => r.cpuSecondsPer1M),
         2,
-      )} [${rs.length} runs]`.padEnd(52),
+      )} [${rs.length}]`.padEnd(50),
     );
-    const ratio =
-      per.length === 2
-        ? (
-            median(per[0]!.map((r) => r.cpuSecondsPer1M)) / median(per[1]!.map((r) => r.cpuSecondsPer1M))
-          ).toFixed(2)
-        : '';
-    console.log(`${c.padEnd(18)} ${cols.join('')}${ratio}`);
+    let ratio = '';
+    if (per.length === 2) {
+      const n = Math.min(per[0]!.length, per[1]!.length);
+      const pairs = Array.from(
+        { length: n },
+        (_, i) => per[0]![i]!.cpuSecondsPer1M / per[1]![i]!.cpuSecondsPer1M,
+      );
+      ratio = fmt(pairs, 2);
+    }
+    console.log(`${c.padEnd(18)}${cols.join('')}${ratio}`);
   }
 }
