@@ -1,6 +1,11 @@
 // Writes Delta tables with otelake's engine for the conformance tests and prints, as one JSON
-// document on stdout, what an independent reader must find: version, live files, and every row
-// (int64 and timestamps as decimal strings, special doubles as strings).
+// document on stdout, what an independent reader must find: version, live files, every row (int64
+// and timestamps as decimal strings, special doubles as strings) and how many of them each version
+// after an append holds (rows are only appended, so version v holds the first `rows` of them).
+//
+// Scenarios: plain appends, checkpoints, OPTIMIZE, VACUUM, in-day auto-compaction, and a sealed
+// day (all six tables written with the logger's own table options, then sealed). A shipped day is
+// the next entry of `reports` once shipping exists (conformance/README.md says what it takes).
 //
 //   node conformance/write_tables.ts <out-dir>
 
@@ -8,7 +13,8 @@ import { utimes, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { batchFromRows } from '../src/delta/batch.ts';
 import { closeDeltaWorkers, type DeltaOptions, DeltaTable } from '../src/delta/table.ts';
-import { type Row, SCHEMAS, type TableName } from '../src/schema/tables.ts';
+import { type Row, SCHEMAS, TABLE_NAMES, type TableName } from '../src/schema/tables.ts';
+import { defaultOptions, deltaOptions } from '../src/storage/options.ts';
 import { makeRows, rowToJson } from '../test/delta/rows.ts';
 
 interface TableReport {
@@ -19,9 +25,12 @@ interface TableReport {
   rowCount: number;
   checkpointVersion: number | null;
   rows: Record<string, unknown>[];
+  /** After each step: the table's version and how many rows (of `rows`, in order) it holds. */
+  steps: { version: number; rows: number }[];
 }
 
-type Step = number | 'checkpoint' | 'optimize' | 'vacuum' | 'orphan';
+/** Rows to append, or maintenance; `seal` is what the end of a day does before shipping. */
+type Step = number | 'checkpoint' | 'optimize' | 'vacuum' | 'orphan' | 'seal';
 
 async function build(
   out: string,
@@ -37,6 +46,7 @@ async function build(
   const rows: Row[] = [];
   let checkpointVersion: number | null = null;
   let batchNo = 0;
+  const versions = [{ version: t.version, rows: 0 }];
   for (const step of steps) {
     if (typeof step === 'number') {
       const batch = makeRows(schema, step, seed * 1000 + batchNo++, rows.length, {
@@ -44,8 +54,11 @@ async function build(
         extremeTimestamps: true,
       });
       rows.push(...batch);
-      await t.append(batchFromRows(schema, batch));
-    } else if (step === 'checkpoint') {
+      const { version } = await t.append(batchFromRows(schema, batch));
+      versions.push({ version, rows: rows.length });
+      continue;
+    }
+    if (step === 'checkpoint') {
       await t.checkpoint();
       checkpointVersion = t.version;
     } else if (step === 'optimize') {
@@ -57,7 +70,14 @@ async function build(
       const orphan = join(dir, 'part-00000000-0000-0000-0000-000000000000.zstd.parquet');
       await writeFile(orphan, 'not parquet');
       await utimes(orphan, new Date(0), new Date(0));
+    } else if (step === 'seal') {
+      // Sealing a day: files compacted, a checkpoint written, every other file deleted.
+      await t.optimize();
+      await t.checkpoint();
+      checkpointVersion = t.version;
+      await t.vacuum({ retentionMs: 0 });
     }
+    versions.push({ version: t.version, rows: rows.length });
   }
   await t.close();
   return {
@@ -68,6 +88,7 @@ async function build(
     rowCount: t.rowCount(),
     checkpointVersion,
     rows: rows.map((r) => rowToJson(schema, r)),
+    steps: versions,
   };
 }
 
@@ -130,6 +151,20 @@ const reports: Record<string, TableReport[]> = {
       13,
     ),
   ],
+  // A day of all six tables written with the logger's table options (checkpoints every 100
+  // commits, in-day compaction once 64 small files gather), then sealed.
+  sealed: await Promise.all(
+    TABLE_NAMES.map((table, i) =>
+      build(
+        out,
+        'sealed',
+        table,
+        [...Array.from({ length: 104 }, (_, j) => 1 + ((i + j) % 5)), 'seal'],
+        { ...deltaOptions(defaultOptions().storage_config), fsync: false },
+        20 + i,
+      ),
+    ),
+  ),
 };
 await closeDeltaWorkers();
 process.stdout.write(JSON.stringify(reports));

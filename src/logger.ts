@@ -5,6 +5,7 @@
 import { mkdir } from 'node:fs/promises';
 import type { LazyDataFrame } from 'nodejs-polars';
 import { BatchBuilder, type BatchPart, type PackedBatch, packBatch, sliceBatch } from './delta/batch.ts';
+import { dataFileProblems } from './delta/check.ts';
 import { DeltaTable } from './delta/table.ts';
 import {
   Aggregator,
@@ -14,7 +15,14 @@ import {
   type TableWriter,
 } from './pipeline/aggregator.ts';
 import { Producer, type ProducerStats, type Queued, type Reservation } from './pipeline/producer.ts';
-import { type ReadQuery, readTable, streamRows } from './read/query.ts';
+import {
+  DamagedTableError,
+  type ReadChunk,
+  type ReadQuery,
+  readTable,
+  type StreamOptions,
+  streamRows,
+} from './read/query.ts';
 import { type Row, SCHEMAS, TABLE_NAMES, type TableName } from './schema/tables.ts';
 import {
   RowNormalizer,
@@ -22,6 +30,7 @@ import {
   type ValidationSettings,
   validationSettings,
 } from './schema/validate.ts';
+import { type DamagedTable, DamagedTables, damageOf } from './storage/damaged-tables.ts';
 import { appendDayPhase, type DayPhaseLine, readDayPhases } from './storage/days-index.ts';
 import { DEFAULT_DIR, DEFAULT_INSTANCE_ID, InstanceLayout } from './storage/layout.ts';
 import {
@@ -117,6 +126,8 @@ export interface LoggerStats {
   aggregator: AggregatorStats;
   /** The write-ahead log (null with durability "memory"). */
   wal: WalStats | null;
+  /** Day tables found damaged (see `otelake check`): ingest into today's answers 503, reads of them fail. */
+  damaged_tables: DamagedTable[];
   shipper: { enabled: boolean; configured: boolean; state: string };
 }
 
@@ -188,11 +199,13 @@ export class Logger {
   private readonly logSink: LogSink;
   /** Library rows waiting for the next write-ahead log write, per table and day (see collect). */
   private collecting = new Map<string, Collected>();
+  private readonly damaged: DamagedTables;
 
   constructor(init: LoggerInit = {}) {
     this.init = init;
     this.clock = init.clock ?? Date.now;
     this.logSink = init.log ?? stderrSink;
+    this.damaged = new DamagedTables(this.clock);
     this.layout = new InstanceLayout(init.instanceDir ?? DEFAULT_DIR, init.instanceId ?? DEFAULT_INSTANCE_ID);
     this.ready = this.prepare();
     // A failed preparation surfaces through `ready` and every call; never as an unhandled rejection.
@@ -231,7 +244,15 @@ export class Logger {
     const phases = await readDayPhases(this.layout.daysIndex);
     for (const line of phases) this.openedDays.add(line.day);
     const today = this.producer.today();
-    await Promise.all(TABLE_NAMES.map((t) => this.table(t, today)));
+    // A table that cannot be opened is reported and refused alone: the others serve.
+    await Promise.all(
+      TABLE_NAMES.map((t) =>
+        this.table(t, today).catch((err: unknown) => {
+          if (damageOf(err) === null)
+            this.logSink('error', `cannot open the ${t} table of ${today}: ${(err as Error).message}`);
+        }),
+      ),
+    );
     if (opts.durability === 'wal') {
       const { wal, damaged } = await WriteAheadLog.open(this.layout.walDir);
       for (const path of damaged) {
@@ -258,7 +279,7 @@ export class Logger {
     this.aggregator.start();
     if (this.wal) await this.replay(this.wal, phases);
     this.installHooks();
-    if (opts.auto_start) this.start();
+    if (opts.auto_start) await this.start();
   }
 
   /** What the aggregator needs of the write-ahead log. */
@@ -333,16 +354,58 @@ export class Logger {
     if (!t) {
       t = (async () => {
         await this.recordOpenDay(day);
-        return DeltaTable.createOrOpen(
+        const dt = await DeltaTable.createOrOpen(
           this.layout.tableDir(day, table),
           SCHEMAS[table],
           deltaOptions(this.options.storage_config),
         );
+        await this.checkOpened(dt, table, day);
+        return dt;
       })();
-      t.catch(() => this.tables.delete(key));
+      t.catch((err: unknown) => {
+        this.tables.delete(key);
+        const reason = damageOf(err);
+        if (reason !== null && this.damaged.note(table, day, reason, 'open')) {
+          this.logSink(
+            'error',
+            `the ${table} table of ${day} is damaged: ${reason}; ingest into it is refused, other tables ` +
+              'work on; `otelake check` says how to repair it',
+          );
+        }
+      });
       this.tables.set(key, t);
     }
     return t;
+  }
+
+  /**
+   * A table just opened: its live data files must be there and readable (else it is damaged, and
+   * closed again); a newest checkpoint that cannot be read is replaced by a new one, so that other
+   * readers, which start from it, can read the table again (ingest goes on meanwhile).
+   */
+  private async checkOpened(dt: DeltaTable, table: TableName, day: string): Promise<void> {
+    const problems = await dataFileProblems(dt);
+    if (problems.size > 0) {
+      await dt.close();
+      throw new DamagedTableError(table, day, [...problems.values()].join('; '));
+    }
+    if (dt.unreadableCheckpoints.length > 0) {
+      const what = dt.unreadableCheckpoints.map((c) => `checkpoint ${c.version} (${c.message})`).join(', ');
+      try {
+        await dt.mendCheckpoints();
+        this.logSink(
+          'warn',
+          `the ${table} table of ${day} had an unreadable ${what}: a new checkpoint mends it`,
+        );
+      } catch (err) {
+        this.logSink(
+          'error',
+          `the ${table} table of ${day} has an unreadable ${what}: ${(err as Error).message}`,
+        );
+      }
+    }
+    if (this.damaged.clear(table, day))
+      this.logSink('info', `the ${table} table of ${day} opens cleanly again`);
   }
 
   /** The aggregator's handle on a day's table; closing it (past days) forgets the table. */
@@ -365,12 +428,16 @@ export class Logger {
     await appendDayPhase(this.layout.daysIndex, { day, phase: 'open' });
   }
 
-  /** Starts accepting rows (idempotent). With `auto_start` false, ingest is refused until then. */
-  start(): void {
+  /**
+   * Starts accepting rows once the instance is prepared, so that `new Logger(...)`, `await
+   * start()`, ingest works as specified. Idempotent: a started logger resolves at once. With
+   * `auto_start` false, ingest is refused until then.
+   */
+  async start(): Promise<void> {
+    if (!this.aggregator) await this.ready;
     if (this.state === 'running') return;
     if (this.state !== 'created') throw new Error(`cannot start a logger that is ${this.state}`);
-    if (!this.aggregator) throw new Error('the logger is not ready yet: await logger.ready');
-    this.aggregator.start();
+    this.aggregator!.start();
     this.state = 'running';
   }
 
@@ -526,11 +593,26 @@ export class Logger {
     return settle('accepted');
   }
 
-  /** Why rows of these tables cannot be taken now (their writes are failing), or null. */
+  /** Why rows of these tables cannot be taken now (damaged, or their writes are failing), or null. */
   private unavailable(tables: readonly TableName[]): string | null {
+    const damage = this.damagedToday(tables);
+    if (damage) return damage;
     for (const t of tables) {
       const f = this.aggregator!.failure(t);
       if (f) return `writes to ${f.table} are failing: ${f.message}`;
+    }
+    return null;
+  }
+
+  /** Why one of these tables of today is damaged, or null; now and then it is tried again. */
+  private damagedToday(tables: readonly TableName[]): string | null {
+    const today = this.producer!.today();
+    for (const t of tables) {
+      const d = this.damaged.get(t, today);
+      if (!d) continue;
+      // Repaired meanwhile? Opening it again clears the entry; the refusal stands until then.
+      if (this.damaged.dueForRetry(t, today)) void this.table(t, today).catch(() => {});
+      return `the ${t} table of ${today} is damaged (${d.reason}); \`otelake check\` says how to repair it`;
     }
     return null;
   }
@@ -638,6 +720,9 @@ export class Logger {
     }
     const walError = this.wal?.stats().last_error;
     if (walError) out.push(`write-ahead log write failed at ${walError.at}: ${walError.message}`);
+    for (const d of this.damaged.list()) {
+      out.push(`the ${d.table} table of ${d.day} is damaged (found ${d.since}): ${d.reason}`);
+    }
     return out;
   }
 
@@ -649,6 +734,7 @@ export class Logger {
       producer: this.producer.stats(),
       aggregator: this.aggregator.stats(),
       wal: this.wal?.stats() ?? null,
+      damaged_tables: this.damaged.list(),
       shipper: {
         enabled: this.options.shipper_enabled,
         configured: this.init.s3 !== undefined,
@@ -679,7 +765,42 @@ export class Logger {
     query: ReadQuery = {},
     opts: { returnAs?: 'objects' | 'lazy'; signal?: AbortSignal } = {},
   ): Promise<Row[] | LazyDataFrame> {
-    return readTable(this.layout, table, query, opts);
+    return this.noteReadDamage(table, query, readTable(this.layout, table, query, opts));
+  }
+
+  /** A read's outcome for the damaged-table list: a damaged table it met, or days it read cleanly. */
+  private async noteReadDamage<T>(table: TableName, query: ReadQuery, reading: Promise<T>): Promise<T> {
+    try {
+      const out = await reading;
+      this.damaged.clearRead(table, query.dateFrom, query.dateTo);
+      return out;
+    } catch (err) {
+      this.noteReadFailure(err);
+      throw err;
+    }
+  }
+
+  private noteReadFailure(err: unknown): void {
+    if (err instanceof DamagedTableError && this.damaged.note(err.table, err.day, err.reason, 'read'))
+      this.logSink('error', err.message);
+  }
+
+  /**
+   * The slices of rows of a read (see streamRows: each about `chunkBytes` of values, read when
+   * the loop asks for it), with the values cut and the bytes of each; the HTTP reads use it.
+   */
+  async *readChunks(
+    table: TableName,
+    query: ReadQuery = {},
+    opts: StreamOptions = {},
+  ): AsyncGenerator<ReadChunk, void, undefined> {
+    try {
+      yield* streamRows(this.layout, table, query, opts);
+    } catch (err) {
+      this.noteReadFailure(err);
+      throw err;
+    }
+    this.damaged.clearRead(table, query.dateFrom, query.dateTo);
   }
 
   /**
@@ -691,7 +812,7 @@ export class Logger {
     query: ReadQuery = {},
     opts: { signal?: AbortSignal } = {},
   ): AsyncGenerator<Row, void, undefined> {
-    for await (const chunk of streamRows(this.layout, table, query, opts)) yield* chunk.rows;
+    for await (const chunk of this.readChunks(table, query, opts)) yield* chunk.rows;
   }
 
   readLogs<A extends ReadArgs>(q?: A): Promise<ReadOutput<A>> {
@@ -720,7 +841,7 @@ export class Logger {
       returnAs: returnAs ?? 'objects',
       ...(signal ? { signal } : {}),
     });
-    return out as Promise<ReadOutput<A>>; // returnAs decides which of the two it is
+    return this.noteReadDamage(table, query, out) as Promise<ReadOutput<A>>; // returnAs decides which
   }
 }
 

@@ -1,14 +1,23 @@
-"""Shared fixtures: tables written by otelake's Delta engine (through a Node helper script)."""
+"""Shared fixtures: tables written by otelake's Delta engine (through a Node helper script), and
+the engines that read them (tests/engines.py), each opened once per session."""
 
 import json
 import os
+import signal
+import socket
 import subprocess
+import time
+import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from engines import ENGINES
 
 ROOT = Path(__file__).resolve().parents[2]
 NODE = os.environ.get("OTELAKE_NODE", "node")
+# Engine name -> its version, for the summary at the end of the run.
+ENGINE_VERSIONS: dict[str, str] = {}
 
 
 def run_node(script: str, *args: str, timeout: int = 600) -> str:
@@ -25,8 +34,132 @@ def run_node(script: str, *args: str, timeout: int = 600) -> str:
     return proc.stdout
 
 
+def get_json(url: str):
+    with urllib.request.urlopen(url, timeout=10) as res:
+        return json.loads(res.read())
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """A running `otelake start --foreground` process, its output in a file (so that a chatty
+    server never blocks on a full pipe)."""
+
+    def __init__(self, url: str, data: Path, instance: str, proc: subprocess.Popen, log: Path):
+        self.url, self.data, self.instance, self.proc, self.log = url, data, instance, proc, log
+
+    def output(self) -> str:
+        return self.log.read_text()
+
+    def table_dirs(self, table: str) -> list:
+        """The Delta table of `table` in every UTC day folder of the instance."""
+        days = self.data / self.instance / "staging" / "days"
+        return sorted(p for p in days.glob(f"*/otel/{table}") if (p / "_delta_log").is_dir())
+
+    def stop(self) -> str:
+        """SIGTERM (every accepted row is written first), then the server's whole output."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=60)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+        assert self.proc.returncode == 0, self.output()[-4000:]
+        return self.output()
+
+
+@contextmanager
+def otelake_process(data: Path, instance: str, options: dict | None = None):
+    """An otelake server on a free loopback port, started as a user would start it (the CLI);
+    yields the Server. `options` (partial) are saved as the instance's options first."""
+    if options is not None:
+        config = data / instance / "configs" / "options.json"
+        config.parent.mkdir(parents=True, exist_ok=True)
+        config.write_text(json.dumps(options))
+    port = free_port()
+    log = data / f"{instance}.server.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [NODE, str(ROOT / "bin/otelake.js"), "start", "--foreground",
+             "-D", str(data), "-I", instance, "-H", "127.0.0.1", "-P", str(port)],
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    server = Server(f"http://127.0.0.1:{port}", data, instance, proc, log)
+    try:
+        deadline = time.time() + 60
+        while True:
+            try:
+                get_json(f"{server.url}/healthz")
+                break
+            except OSError:
+                if proc.poll() is not None or time.time() > deadline:
+                    raise AssertionError(f"server did not start:\n{server.output()}")
+                time.sleep(0.1)
+        yield server
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+@contextmanager
+def otelake_server(data: Path, instance: str):
+    """An otelake server started with the CLI and stopped gracefully at the end; yields its URL."""
+    with otelake_process(data, instance) as server:
+        yield server.url
+        server.stop()
+
+
+def wait_written(url: str, rows: int, timeout: float = 30) -> None:
+    """Waits until the server has written `rows` rows to its tables."""
+    deadline = time.time() + timeout
+    while True:
+        written = get_json(f"{url}/healthz")["aggregator"]["rows_written"]
+        if written >= rows:
+            return
+        assert time.time() < deadline, f"only {written} of {rows} rows written"
+        time.sleep(0.05)
+
+
 @pytest.fixture(scope="session")
 def written(tmp_path_factory):
-    """Scenario name -> list of table reports (dir, version, files, rows, ...)."""
+    """Scenario name -> list of table reports (dir, version, files, rows, steps, ...)."""
     out = tmp_path_factory.mktemp("otelake-delta")
     return json.loads(run_node("conformance/write_tables.ts", str(out)))
+
+
+@pytest.fixture(scope="session")
+def engines():
+    """Engine name -> the engine, opened on first use and closed at the end of the session."""
+    opened = {}
+
+    def get(name: str):
+        if name not in opened:
+            opened[name] = ENGINES[name]()
+            ENGINE_VERSIONS[name] = opened[name].version()
+        return opened[name]
+
+    yield get
+    for e in opened.values():
+        e.close()
+
+
+@pytest.fixture(scope="session", params=list(ENGINES))
+def engine(request, engines):
+    return engines(request.param)
+
+
+@pytest.fixture(scope="session")
+def spark(engines):
+    return engines("spark")
+
+
+def pytest_terminal_summary(terminalreporter):
+    if ENGINE_VERSIONS:
+        terminalreporter.write_line("engines: " + "; ".join(f"{n}: {v}" for n, v in ENGINE_VERSIONS.items()))

@@ -5,11 +5,7 @@ through the server's /api endpoints."""
 
 import json
 import os
-import signal
-import socket
-import subprocess
 import time
-import urllib.request
 
 import pytest
 from opentelemetry._logs import LogRecord, SeverityNumber
@@ -30,61 +26,14 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.metrics import Observation
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode, set_span_in_context
 
-from conftest import NODE, ROOT
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def get_json(url: str):
-    with urllib.request.urlopen(url, timeout=10) as res:
-        return json.loads(res.read())
+from conftest import get_json, otelake_server, wait_written
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """An otelake server on a free loopback port, started as a user would start it."""
-    data = tmp_path_factory.mktemp("otelake-python-sdk")
-    port = free_port()
-    proc = subprocess.Popen(
-        [NODE, str(ROOT / "bin/otelake.js"), "start", "--foreground",
-         "-D", str(data), "-I", "pysdk", "-H", "127.0.0.1", "-P", str(port)],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 60
-    while True:
-        try:
-            get_json(f"{url}/healthz")
-            break
-        except OSError:
-            if proc.poll() is not None or time.time() > deadline:
-                proc.kill()
-                raise AssertionError(f"server did not start:\n{proc.stdout.read()}")
-            time.sleep(0.1)
-    yield url
-    proc.send_signal(signal.SIGTERM)
-    try:
-        assert proc.wait(timeout=60) == 0, proc.stdout.read()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-
-
-def wait_written(url: str, rows: int, timeout: float = 30) -> None:
-    deadline = time.time() + timeout
-    while True:
-        written = get_json(f"{url}/healthz")["aggregator"]["rows_written"]
-        if written >= rows:
-            return
-        assert time.time() < deadline, f"only {written} of {rows} rows written"
-        time.sleep(0.05)
+    with otelake_server(tmp_path_factory.mktemp("otelake-python-sdk"), "pysdk") as url:
+        yield url
 
 
 def read(url: str, path: str, project: str) -> list:

@@ -37,9 +37,10 @@ export type BoundStartFlags = StartFlags & { host: string; port: number };
 export interface StopFlags extends InstanceFlags {
   force: boolean;
 }
-export interface StatusFlags {
-  host: string;
-  port: number;
+export interface StatusFlags extends InstanceFlags {
+  /** Neither given: the instance's recorded server. Else one not given: the instance's server_config. */
+  host?: string;
+  port?: number;
   timeout: number;
 }
 export interface ViewFlags extends InstanceFlags {
@@ -93,11 +94,14 @@ export function buildProgram(): Command {
     .option('-F, --force', 'kill the server if it does not stop gracefully in time', false)
     .action(async (flags: StopFlags) => (await import('./stop.ts')).stopCommand(flags));
 
-  program
-    .command('status')
+  instanceOptions(program.command('status'), 'whose server to probe')
     .description("show a running server's health: queue, accepted/rejected/dropped rows, writes")
-    .option('-H, --host <host>', 'server to probe', parseHost, '127.0.0.1')
-    .option('-P, --port <port>', 'server port', parsePort, 4318)
+    .option(
+      '-H, --host <host>',
+      "server to probe (default: where the instance's server listens, else 127.0.0.1)",
+      parseHost,
+    )
+    .option('-P, --port <port>', "server port (default: the instance's server, else 4318)", parsePort)
     .option('-T, --timeout <seconds>', 'HTTP timeout in seconds', parseSeconds, 5.0)
     .action(async (flags: StatusFlags) => (await import('./status.ts')).statusCommand(flags));
 
@@ -129,6 +133,12 @@ export function buildProgram(): Command {
     )
     .option('-f, --follow', 'keep printing rows as they are committed, oldest first, until Ctrl-C', false)
     .action(async (flags: ViewFlags) => (await import('./view.ts')).viewCommand(flags));
+
+  instanceOptions(program.command('check'), 'to check')
+    .description(
+      'validate every table of an instance (log, checkpoints, data files) and say how to repair damage',
+    )
+    .action(async (flags: InstanceFlags) => (await import('./check.ts')).checkCommand(flags));
 
   return program;
 }

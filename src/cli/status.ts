@@ -1,12 +1,14 @@
-// `otelake status`: GET /healthz of a running server and show its process, producer (queue,
-// accepted, rejected and dropped rows by reason) and aggregator (pending rows per table, writes,
-// last flush, last error) as tables.
+// `otelake status`: GET /healthz of a running server (the instance's own, found from -I/-D, unless
+// --host/--port name one) and show its process, producer (queue, accepted, rejected and dropped
+// rows by reason) and aggregator (pending rows per table, writes, last flush, last error) as tables.
 
 import { TABLE_NAMES } from '../schema/tables.ts';
+import { InstanceLayout } from '../storage/layout.ts';
 import { CliError } from './errors.ts';
-import { baseUrl, getJson } from './http.ts';
+import { baseUrl, getJson, reachableHost } from './http.ts';
 import type { StatusFlags } from './program.ts';
 import { grid, outputWidth, panel } from './render.ts';
+import { liveServerAddress, savedServerConfig } from './server-address.ts';
 
 type Json = Record<string, unknown>;
 
@@ -162,10 +164,35 @@ export function renderHealth(health: Json, url: string, now = Date.now(), width 
   return out.join('\n') + '\n';
 }
 
+/**
+ * The server to probe: the instance's (-I/-D) where `start` recorded it, unless --host or --port
+ * is given; a flag not given takes the instance's server_config (defaults 127.0.0.1 and 4318, as
+ * specified), with a note for the error when no server of the instance was recorded.
+ */
+async function target(flags: StatusFlags): Promise<{ url: string; unrecorded?: string }> {
+  if (flags.host !== undefined && flags.port !== undefined) return { url: baseUrl(flags.host, flags.port) };
+  const layout = new InstanceLayout(flags.dir, flags.instanceId);
+  if (flags.host === undefined && flags.port === undefined) {
+    const recorded = await liveServerAddress(layout.addressFile);
+    if (recorded) return { url: recorded.url };
+  }
+  const config = await savedServerConfig(layout);
+  const url = baseUrl(flags.host ?? reachableHost(config.host), flags.port ?? config.port);
+  if (flags.host !== undefined || flags.port !== undefined) return { url };
+  return {
+    url,
+    unrecorded: `no server of instance '${layout.instanceId}' runs from ${layout.root}; give --host/--port for one started otherwise`,
+  };
+}
+
 export async function statusCommand(flags: StatusFlags): Promise<void> {
-  const url = baseUrl(flags.host, flags.port);
+  const { url, unrecorded } = await target(flags);
   const res = await getJson(`${url}/healthz`, flags.timeout);
-  if (!res.ok) throw new CliError(`cannot get the status of otelake at ${url}: ${res.reason}`);
+  if (!res.ok) {
+    throw new CliError(
+      `cannot get the status of otelake at ${url}: ${res.reason}${unrecorded ? ` (${unrecorded})` : ''}`,
+    );
+  }
   if (!isObject(res.body)) throw new CliError(`unexpected answer from ${url}/healthz (not a JSON object)`);
   process.stdout.write(renderHealth(res.body, url));
   // Reachable but unwell (any state other than ok): scripts and probes see a failure.

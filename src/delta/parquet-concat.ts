@@ -10,7 +10,37 @@
 // bloom filters, chunks in other files, a footer that does not encode back to its own bytes) is
 // left to the caller, who rewrites the files instead.
 
-import { type FileHandle, open, unlink } from 'node:fs/promises';
+import { open, unlink } from 'node:fs/promises';
+import { ParquetFileError, readAt, readFooter } from './parquet-footer.ts';
+import {
+  CC_COLUMN_INDEX_LENGTH,
+  CC_COLUMN_INDEX_OFFSET,
+  CC_CRYPTO,
+  CC_FILE_OFFSET,
+  CC_FILE_PATH,
+  CC_META,
+  CC_OFFSET_INDEX_LENGTH,
+  CC_OFFSET_INDEX_OFFSET,
+  CM_BLOOM_OFFSET,
+  CM_DATA_PAGE_OFFSET,
+  CM_DICTIONARY_PAGE_OFFSET,
+  CM_INDEX_PAGE_OFFSET,
+  CM_TOTAL_COMPRESSED,
+  FMD_COLUMN_ORDERS,
+  FMD_ENCRYPTION,
+  FMD_KEY_VALUE,
+  FMD_NUM_ROWS,
+  FMD_ROW_GROUPS,
+  FMD_SCHEMA,
+  FMD_VERSION,
+  MAGIC,
+  OI_PAGE_LOCATIONS,
+  PL_OFFSET,
+  RG_COLUMNS,
+  RG_FILE_OFFSET,
+  RG_NUM_ROWS,
+  RG_ORDINAL,
+} from './parquet-format.ts';
 import {
   decodeStruct,
   encodeStruct,
@@ -24,40 +54,6 @@ import {
   type TStruct,
 } from './thrift.ts';
 
-const MAGIC = Buffer.from('PAR1');
-
-// FileMetaData
-const FMD_VERSION = 1;
-const FMD_SCHEMA = 2;
-const FMD_NUM_ROWS = 3;
-const FMD_ROW_GROUPS = 4;
-const FMD_KEY_VALUE = 5;
-const FMD_COLUMN_ORDERS = 7;
-const FMD_ENCRYPTION = 8;
-// RowGroup
-const RG_COLUMNS = 1;
-const RG_NUM_ROWS = 3;
-const RG_FILE_OFFSET = 5;
-const RG_ORDINAL = 7;
-// ColumnChunk
-const CC_FILE_PATH = 1;
-const CC_FILE_OFFSET = 2;
-const CC_META = 3;
-const CC_OFFSET_INDEX_OFFSET = 4;
-const CC_OFFSET_INDEX_LENGTH = 5;
-const CC_COLUMN_INDEX_OFFSET = 6;
-const CC_COLUMN_INDEX_LENGTH = 7;
-const CC_CRYPTO = 8;
-// ColumnMetaData
-const CM_TOTAL_COMPRESSED = 7;
-const CM_DATA_PAGE_OFFSET = 9;
-const CM_INDEX_PAGE_OFFSET = 10;
-const CM_DICTIONARY_PAGE_OFFSET = 11;
-const CM_BLOOM_OFFSET = 14;
-// OffsetIndex / PageLocation
-const OI_PAGE_LOCATIONS = 1;
-const PL_OFFSET = 1;
-
 /** Why a set of files is not joined here (the caller rewrites them). */
 export class NotConcatenable extends Error {}
 
@@ -70,13 +66,6 @@ interface Input {
   indexes: Map<TStruct, [Uint8Array | null, TStruct | null]>;
 }
 
-async function readAt(fh: FileHandle, position: number, length: number): Promise<Buffer> {
-  const buf = Buffer.allocUnsafe(length);
-  const { bytesRead } = await fh.read(buf, 0, length, position);
-  if (bytesRead !== length) throw new NotConcatenable('file shorter than its footer says');
-  return buf;
-}
-
 const rowGroups = (meta: TStruct): TStruct[] => structItems(meta, FMD_ROW_GROUPS);
 const chunks = (rowGroup: TStruct): TStruct[] => structItems(rowGroup, RG_COLUMNS);
 
@@ -84,14 +73,7 @@ async function readInput(path: string, minRowGroupRows: number): Promise<Input> 
   const fh = await open(path, 'r');
   try {
     const size = (await fh.stat()).size;
-    if (size < 12) throw new NotConcatenable('not a Parquet file');
-    const tail = await readAt(fh, size - 8, 8);
-    if (!tail.subarray(4).equals(MAGIC)) throw new NotConcatenable('not a Parquet file');
-    const footerLength = tail.readUInt32LE(0);
-    const footerStart = size - 8 - footerLength;
-    if (footerStart < 4) throw new NotConcatenable('bad footer length');
-    const footer = await readAt(fh, footerStart, footerLength);
-    const meta = decodeStruct(footer);
+    const { meta, bytes: footer, start: footerStart } = await readFooter(fh, size);
     // Every field is kept by re-encoding it: only a footer that encodes back to itself qualifies.
     if (!Buffer.from(encodeStruct(meta)).equals(footer))
       throw new NotConcatenable('footer does not round-trip');
@@ -201,6 +183,7 @@ export async function concatParquet(
   } catch (err) {
     // A footer field of an unexpected type, wherever it is met: the files are rewritten instead.
     if (err instanceof ThriftError) throw new NotConcatenable(`unreadable footer: ${err.message}`);
+    if (err instanceof ParquetFileError) throw new NotConcatenable(err.message);
     throw err;
   }
 }

@@ -1,14 +1,14 @@
 // Worker thread of the Delta engine: writes data files with polars (synchronous API, so a native
 // panic is a catchable error) and checkpoints with parquet-wasm, off the main event loop.
 
-import { open, rename, stat, statfs, unlink } from 'node:fs/promises';
-import { dirname } from 'node:path';
+import { open, rename, stat, unlink } from 'node:fs/promises';
 import pl from 'nodejs-polars';
 import type { ColumnDef, TableSchema } from '../schema/tables.ts';
-import { fsyncPath } from '../storage/files.ts';
+import { diskFullNote, fsyncPath } from '../storage/files.ts';
 import { exposeGc, ReturnedInput, serveTasks } from '../storage/worker-pool.ts';
 import { Arena, type Batches, joinBatches, transferables } from './batch.ts';
-import { type CheckpointContent, encodeCheckpoint } from './checkpoint.ts';
+import type { CheckpointContent } from './checkpoint.ts';
+import { dropUnsoundColumnIndexes } from './column-index.ts';
 import { batchFrame } from './frame.ts';
 import { concatParquet, NotConcatenable } from './parquet-concat.ts';
 import { computeStats, type FileStats } from './stats.ts';
@@ -59,16 +59,6 @@ function sink(frame: pl.LazyDataFrame, path: string, zstdLevel: number, rowGroup
     .collectSync();
 }
 
-/**
- * Polars reports a write that ran out of room as a Parquet error ("Invalid thrift: transport
- * error"), not as ENOSPC: say so when the file system is (nearly) full, for the operator.
- */
-async function fullDiskNote(path: string): Promise<string> {
-  const fs = await statfs(dirname(path)).catch(() => null);
-  if (!fs || fs.bavail * fs.bsize >= 1024 * 1024) return '';
-  return ` (no space left on device: ${fs.bavail * fs.bsize} bytes free)`;
-}
-
 export interface WrittenFile {
   size: number;
   modificationTime: number;
@@ -79,6 +69,7 @@ export interface WrittenBatch extends WrittenFile {
 }
 
 async function finished(path: string, fsync: boolean): Promise<WrittenFile> {
+  await dropUnsoundColumnIndexes(path);
   // Synced before it is committed: a commit must never point at a file lost with the page cache.
   if (fsync) await fsyncPath(path);
   const st = await stat(path);
@@ -115,7 +106,8 @@ serveTasks({
       return written;
     } catch (err) {
       // The batch came by transfer: hand its parts back so that the write can be retried.
-      const message = (err as Error).message + (await fullDiskNote(task.path));
+      // Polars reports a write that ran out of room as "Invalid thrift: transport error".
+      const message = (err as Error).message + (await diskFullNote(task.path));
       throw new ReturnedInput(message, task.batch, transferables(task.batch));
     }
   },
@@ -138,6 +130,8 @@ serveTasks({
   },
 
   async writeCheckpoint(task: CheckpointTask): Promise<{ sizeInBytes: number; actions: number }> {
+    // apache-arrow and parquet-wasm (~20 MiB a worker) are loaded by the first checkpoint only.
+    const { encodeCheckpoint } = await import('./checkpoint.ts');
     const { bytes, actions } = encodeCheckpoint(task.content);
     try {
       const fh = await open(task.tempPath, 'wx');

@@ -17,6 +17,7 @@ import { VERSION } from '../version.ts';
 import {
   type Action,
   type AddAction,
+  type CommitInfo,
   checkpointFileName,
   commitContent,
   commitFileName,
@@ -133,6 +134,21 @@ export class DeltaConflictError extends Error {
   override name = 'DeltaConflictError';
 }
 
+/**
+ * The table's log cannot be read into a snapshot: a commit that is not valid JSON, a missing
+ * commit, no readable checkpoint or commit to start from, another table's schema. Retrying does
+ * not help; the table needs repair (`otelake check` says how).
+ */
+export class DeltaLogError extends Error {
+  override name = 'DeltaLogError';
+}
+
+/** A checkpoint the snapshot was not built from because it cannot be read (see loadState). */
+export interface UnreadableCheckpoint {
+  version: number;
+  message: string;
+}
+
 const ENGINE_INFO = `otelake/${VERSION}`;
 /** A commit of a written file is tried this often, waiting COMMIT_RETRY_MS, then twice as long... */
 const COMMIT_ATTEMPTS = 8;
@@ -206,6 +222,10 @@ class LogState {
   readonly adds = new Map<string, AddAction>();
   readonly removes = new Map<string, RemoveAction>();
   readonly txns = new Map<string, TxnAction>();
+  /** Checkpoints newer than the one this state started from, skipped as unreadable. */
+  unreadableCheckpoints: UnreadableCheckpoint[] = [];
+  /** `commitInfo.timestamp` of `version`; null when unknown (e.g. loaded from a checkpoint). */
+  timestamp: number | null = null;
 
   apply(action: Action): void {
     if (action.add) {
@@ -218,6 +238,7 @@ class LogState {
     } else if (action.metaData) this.metaData = action.metaData;
     else if (action.protocol) this.protocol = action.protocol;
     else if (action.txn) this.txns.set(action.txn.appId, action.txn);
+    else if (typeof action.commitInfo?.timestamp === 'number') this.timestamp = action.commitInfo.timestamp;
   }
 }
 
@@ -240,10 +261,17 @@ async function readIfExists(path: string): Promise<Buffer | null> {
   }
 }
 
-async function writeFileSynced(path: string, data: string, sync: boolean, flag = 'wx'): Promise<void> {
-  const fh = await open(path, flag);
+/** Writes a new file; `mtimeMs` sets its modification time (a commit's file carries its time). */
+async function writeFileSynced(path: string, data: string, sync: boolean, mtimeMs?: number): Promise<void> {
+  const fh = await open(path, 'wx');
   try {
     await fh.writeFile(data);
+    if (mtimeMs !== undefined) {
+      // In seconds as a double: aim at the middle of the millisecond, so that rounding on the
+      // way to nanoseconds never lands in the one before.
+      const seconds = (mtimeMs + 0.5) / 1000;
+      await fh.utimes(seconds, seconds);
+    }
     if (sync) await fh.sync();
   } finally {
     await fh.close();
@@ -302,13 +330,24 @@ async function replayCommits(logDir: string, state: LogState): Promise<number> {
     const v = state.version + 1;
     const buf = await readIfExists(join(logDir, commitFileName(v)));
     if (!buf) return applied;
-    for (const a of parseCommit(buf.toString('utf8'), v)) state.apply(a);
+    state.timestamp = null;
+    let actions: Action[];
+    try {
+      actions = parseCommit(buf.toString('utf8'), v);
+    } catch (err) {
+      throw new DeltaLogError((err as Error).message);
+    }
+    for (const a of actions) state.apply(a);
     state.version = v;
     applied++;
   }
 }
 
-/** The table's latest snapshot: the newest readable checkpoint, then the commits after it. */
+/**
+ * The table's latest snapshot: the newest readable checkpoint, then the commits after it. An
+ * unreadable checkpoint is skipped (listed in `unreadableCheckpoints`) for an older one or the
+ * commits; a log that gives no snapshot throws a DeltaLogError.
+ */
 async function loadState(dir: string): Promise<LogState> {
   const logDir = join(dir, LOG_DIR);
   // _last_checkpoint first: the checkpoint it names was written before it.
@@ -318,27 +357,37 @@ async function loadState(dir: string): Promise<LogState> {
     (a, b) => b - a,
   );
   let state = new LogState();
+  const unreadable: UnreadableCheckpoint[] = [];
   for (const cp of candidates) {
     const buf = await readIfExists(join(logDir, checkpointFileName(cp)));
-    if (!buf) continue;
+    if (!buf) {
+      if (cp === hinted)
+        unreadable.push({ version: cp, message: `${LAST_CHECKPOINT} names it, but it is missing` });
+      continue;
+    }
     try {
       const s = new LogState();
       for (const a of decodeCheckpoint(buf)) s.apply(a);
-      if (!s.metaData || !s.protocol) continue;
+      if (!s.metaData || !s.protocol) throw new Error('it has no protocol or metaData action');
       s.version = cp;
       state = s;
       break;
-    } catch {
+    } catch (err) {
       // An unreadable checkpoint: fall back to an older one, or to the commits.
+      unreadable.push({ version: cp, message: (err as Error).message });
     }
   }
+  state.unreadableCheckpoints = unreadable;
+  const skipped = unreadable.map((u) => `; checkpoint ${u.version} is unreadable (${u.message})`).join('');
   await replayCommits(logDir, state);
   if (state.version < 0 || !state.metaData || !state.protocol) {
-    throw new Error(`${dir} is not a Delta table (no readable _delta_log)`);
+    throw new DeltaLogError(`${dir} is not a Delta table (no readable _delta_log)${skipped}`);
   }
   const newest = listing.commits.at(-1);
   if (newest !== undefined && newest > state.version) {
-    throw new Error(`Delta log of ${dir} is missing commit ${state.version + 1} (newest is ${newest})`);
+    throw new DeltaLogError(
+      `Delta log of ${dir} is missing commit ${state.version + 1} (newest is ${newest})${skipped}`,
+    );
   }
   return state;
 }
@@ -355,13 +404,32 @@ function toAddFile(add: AddAction, schema: TableSchema): AddFile {
   };
 }
 
+/** A commit's `commitInfo` without its `timestamp`, which `DeltaTable.commit` adds. */
 function commitInfo(
   operation: string,
   operationParameters: Record<string, string>,
   engineInfo: string,
   extra: Record<string, unknown> = {},
-): Action {
-  return { commitInfo: { timestamp: Date.now(), operation, operationParameters, engineInfo, ...extra } };
+): CommitInfo {
+  return { operation, operationParameters, engineInfo, ...extra };
+}
+
+/**
+ * The time of commit `version` as found on disk: its `commitInfo.timestamp`, else its file's
+ * modification time, else (log cleaned up) its checkpoint's; 0 when none is there.
+ */
+async function commitTimeOnDisk(logDir: string, version: number): Promise<number> {
+  const path = join(logDir, commitFileName(version));
+  const buf = await readIfExists(path);
+  if (buf) {
+    for (const a of parseCommit(buf.toString('utf8'), version)) {
+      if (typeof a.commitInfo?.timestamp === 'number') return a.commitInfo.timestamp;
+    }
+  }
+  const st =
+    (await stat(path).catch(() => null)) ??
+    (await stat(join(logDir, checkpointFileName(version))).catch(() => null));
+  return st ? Math.floor(st.mtimeMs) : 0;
 }
 
 /** Size tier of a small file for auto-compaction: files within a factor `base` share a tier. */
@@ -430,12 +498,13 @@ export class DeltaTable {
     if (listing.commits.length === 0 && listing.checkpoints.length === 0) {
       await mkdir(logDir, { recursive: true });
       const now = Date.now();
+      const info = commitInfo(
+        'CREATE TABLE',
+        { mode: 'ErrorIfExists', partitionBy: '[]' },
+        opts.engineInfo ?? ENGINE_INFO,
+      );
       const actions: Action[] = [
-        commitInfo(
-          'CREATE TABLE',
-          { mode: 'ErrorIfExists', partitionBy: '[]' },
-          opts.engineInfo ?? ENGINE_INFO,
-        ),
+        { commitInfo: { timestamp: now, ...info } },
         { protocol: { minReaderVersion: 1, minWriterVersion: 2 } },
         {
           metaData: {
@@ -451,7 +520,12 @@ export class DeltaTable {
         },
       ];
       const tmp = join(logDir, `${TEMP_PREFIXES[0]}${randomUUID()}.json.tmp`);
-      await writeFileSynced(tmp, commitContent(actions.map((a) => JSON.stringify(a))), opts.fsync ?? true);
+      await writeFileSynced(
+        tmp,
+        commitContent(actions.map((a) => JSON.stringify(a))),
+        opts.fsync ?? true,
+        now,
+      );
       try {
         await link(tmp, join(logDir, commitFileName(0)));
       } catch (err) {
@@ -463,7 +537,7 @@ export class DeltaTable {
     const state = await loadState(root);
     const found = state.metaData!.schemaString;
     if (found !== schemaString) {
-      throw new Error(
+      throw new DeltaLogError(
         `Delta table ${root} has a different schema than ${schema.name}: ${found} (expected ${schemaString})`,
       );
     }
@@ -480,6 +554,11 @@ export class DeltaTable {
 
   get version(): number {
     return this.state.version;
+  }
+
+  /** Checkpoints newer than the snapshot's base that could not be read (a new checkpoint mends them). */
+  get unreadableCheckpoints(): readonly UnreadableCheckpoint[] {
+    return this.state.unreadableCheckpoints;
   }
 
   get metadata(): Readonly<MetadataAction> {
@@ -573,37 +652,54 @@ export class DeltaTable {
   }
 
   /**
-   * Commits `actions` as the next version. On EEXIST the log is re-read; `mustBeLive` paths
-   * (inputs of a compaction) must still be live, otherwise the commit is abandoned.
+   * Commits `info` and `actions` as the next version. On EEXIST the log is re-read; `mustBeLive`
+   * paths (inputs of a compaction) must still be live, otherwise the commit is abandoned.
    */
-  private async commit(actions: Action[], mustBeLive: readonly string[] = []): Promise<number> {
-    const tmp = join(this.logDir, `${TEMP_PREFIXES[0]}${randomUUID()}.json.tmp`);
-    await writeFileSynced(tmp, commitContent(actions.map((a) => JSON.stringify(a))), this.opts.fsync);
-    try {
-      for (;;) {
-        for (const p of mustBeLive) {
-          if (!this.state.adds.has(p))
-            throw new DeltaConflictError(`file ${p} was removed by a concurrent commit`);
-        }
-        const version = this.state.version + 1;
-        try {
-          await link(tmp, join(this.logDir, commitFileName(version)));
-        } catch (err) {
-          if (errCode(err) !== 'EEXIST') throw err;
-          await this.catchUp(); // another writer took this version
-          continue;
-        }
-        for (const a of actions) {
-          if (a.remove) this.parsed.delete(a.remove.path);
-          this.state.apply(a);
-        }
-        this.state.version = version;
-        this.changed();
-        return version;
+  private async commit(
+    info: CommitInfo,
+    actions: readonly Action[],
+    mustBeLive: readonly string[] = [],
+  ): Promise<number> {
+    const lines = actions.map((a) => JSON.stringify(a));
+    for (;;) {
+      for (const p of mustBeLive) {
+        if (!this.state.adds.has(p))
+          throw new DeltaConflictError(`file ${p} was removed by a concurrent commit`);
       }
-    } finally {
-      await unlink(tmp).catch(() => {});
+      const version = this.state.version + 1;
+      const timestamp = await this.nextCommitTime();
+      const content = commitContent([JSON.stringify({ commitInfo: { timestamp, ...info } }), ...lines]);
+      const tmp = join(this.logDir, `${TEMP_PREFIXES[0]}${randomUUID()}.json.tmp`);
+      try {
+        await writeFileSynced(tmp, content, this.opts.fsync, timestamp);
+        await link(tmp, join(this.logDir, commitFileName(version)));
+      } catch (err) {
+        if (errCode(err) !== 'EEXIST') throw err;
+        await this.catchUp(); // another writer took this version
+        continue;
+      } finally {
+        await unlink(tmp).catch(() => {});
+      }
+      for (const a of actions) {
+        if (a.remove) this.parsed.delete(a.remove.path);
+        this.state.apply(a);
+      }
+      this.state.version = version;
+      this.state.timestamp = timestamp;
+      this.changed();
+      return version;
     }
+  }
+
+  /**
+   * The next commit's time: now, but always after the previous commit's, so that history and time
+   * travel by timestamp never go backwards (commits within one millisecond, a clock stepping
+   * back). The commit file's modification time is set to it as well: readers without in-commit
+   * timestamps (Spark) take a commit's time from its file.
+   */
+  private async nextCommitTime(): Promise<number> {
+    this.state.timestamp ??= await commitTimeOnDisk(this.logDir, this.state.version);
+    return Math.max(Date.now(), this.state.timestamp + 1);
   }
 
   private checkBatch(batch: ColumnBatch): void {
@@ -735,19 +831,19 @@ export class DeltaTable {
         stats: statsToJson(this.schema, f.stats),
       };
     });
+    const info = commitInfo('WRITE', { mode: 'Append', partitionBy: '[]' }, this.opts.engineInfo, {
+      isBlindAppend: true,
+      operationMetrics: {
+        numFiles: String(files.length),
+        numOutputRows: String(rows),
+        numOutputBytes: String(bytes),
+      },
+    });
     const actions: Action[] = [
-      commitInfo('WRITE', { mode: 'Append', partitionBy: '[]' }, this.opts.engineInfo, {
-        isBlindAppend: true,
-        operationMetrics: {
-          numFiles: String(files.length),
-          numOutputRows: String(rows),
-          numOutputBytes: String(bytes),
-        },
-      }),
       ...(txn ? [{ txn: { appId: txn.appId, version: txn.version, lastUpdated: Date.now() } }] : []),
       ...adds.map((add) => ({ add })),
     ];
-    const version = await this.commit(actions);
+    const version = await this.commit(info, actions);
     for (const f of files) {
       this.inFlight.delete(f.name);
       this.parsed.set(f.name, {
@@ -851,14 +947,13 @@ export class DeltaTable {
         }),
       );
       const now = Date.now();
-      const actions: Action[] = [
-        commitInfo(operation, params, this.opts.engineInfo, {
-          operationMetrics: {
-            numFilesRemoved: String(groups.reduce((n, g) => n + g.length, 0)),
-            numFilesAdded: String(groups.length),
-          },
-        }),
-      ];
+      const info = commitInfo(operation, params, this.opts.engineInfo, {
+        operationMetrics: {
+          numFilesRemoved: String(groups.reduce((n, g) => n + g.length, 0)),
+          numFilesAdded: String(groups.length),
+        },
+      });
+      const actions: Action[] = [];
       const addedFiles: AddFile[] = [];
       groups.forEach((group, i) => {
         const stats = mergeStats(
@@ -899,7 +994,7 @@ export class DeltaTable {
         });
       });
       const inputs = groups.flat().map((f) => f.path);
-      const version = await inLane(this.dir, () => this.commit(actions, inputs));
+      const version = await inLane(this.dir, () => this.commit(info, actions, inputs));
       for (const f of addedFiles) this.parsed.set(f.path, f);
       this.afterCompactionCommit(version);
       return { removed: inputs.length, added: groups.length, version };
@@ -1018,6 +1113,25 @@ export class DeltaTable {
   }
 
   /**
+   * Replaces the checkpoints the snapshot skipped as unreadable (readers that start from them
+   * fail): a new checkpoint of the current version, then the unreadable older ones deleted (one of
+   * the same version is replaced). Returns how many there were.
+   */
+  async mendCheckpoints(): Promise<number> {
+    const broken = this.state.unreadableCheckpoints;
+    if (broken.length === 0) return 0;
+    await this.checkpoint();
+    for (const c of broken) {
+      if (c.version >= this.lastCheckpointed) continue;
+      await unlink(join(this.logDir, checkpointFileName(c.version))).catch((err: unknown) => {
+        if (errCode(err) !== 'ENOENT') throw err;
+      });
+    }
+    this.state.unreadableCheckpoints = [];
+    return broken.length;
+  }
+
+  /**
    * Deletes the commits and checkpoints before the newest checkpoint written at least
    * `retentionMs` ago (that checkpoint, its commit and everything after stay). Oldest first, so a
    * crash leaves a readable log. Readers of an older version reload from the checkpoint.
@@ -1096,11 +1210,12 @@ export class DeltaTable {
     if (doomed.length > 0) {
       const params = { retentionCheckEnabled: 'false', specifiedRetentionMillis: String(opts.retentionMs) };
       await inLane(this.dir, () =>
-        this.commit([
+        this.commit(
           commitInfo('VACUUM START', params, this.opts.engineInfo, {
             operationMetrics: { numFilesToDelete: String(doomed.length) },
           }),
-        ]),
+          [],
+        ),
       );
       for (const abs of doomed) {
         // Re-checked at deletion time: a file committed since the listing stays.
@@ -1117,11 +1232,12 @@ export class DeltaTable {
         }
       }
       await inLane(this.dir, () =>
-        this.commit([
+        this.commit(
           commitInfo('VACUUM END', { status: 'COMPLETED' }, this.opts.engineInfo, {
             operationMetrics: { numDeletedFiles: String(deleted) },
           }),
-        ]),
+          [],
+        ),
       );
     }
     await this.removeStaleTempFiles(Math.min(cutoff, Date.now() - 60_000));

@@ -5,11 +5,13 @@
 import { readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { commitFileName, LOG_DIR } from '../delta/actions.ts';
+import { dataFileProblems } from '../delta/check.ts';
 import { compareCodePoints, type FileStats } from '../delta/stats.ts';
-import { DeltaTable, listLog } from '../delta/table.ts';
+import { DeltaLogError, DeltaTable, listLog } from '../delta/table.ts';
+import type { TableName } from '../schema/tables.ts';
 import { readDayPhases } from '../storage/days-index.ts';
 import type { InstanceLayout } from '../storage/layout.ts';
-import { validateDay } from '../storage/layout.ts';
+import { isDay } from '../storage/layout.ts';
 import type { NormalizedQuery, RowFilter } from './filters.ts';
 import { describeMissingS3, missingS3Settings } from './s3-env.ts';
 
@@ -44,17 +46,29 @@ export class StorageUnavailableError extends TypeError {
   }
 }
 
-/** Phases after which a day's tables exist in object storage. */
-const SHIPPED_PHASES = new Set(['uploaded', 'verified', 'cleaned']);
-
-function isDay(name: string): boolean {
-  try {
-    validateDay(name);
-    return true;
-  } catch {
-    return false;
+/**
+ * A day's table cannot be read: its Delta log or one of its data files is damaged. Reads of other
+ * tables and days are not affected.
+ */
+export class DamagedTableError extends Error {
+  readonly table: TableName;
+  readonly day: string;
+  /** What is damaged. */
+  readonly reason: string;
+  constructor(table: TableName, day: string, reason: string) {
+    super(
+      `the ${table} table of ${day} is damaged: ${reason}. Other days read normally (narrow the date ` +
+        'range to leave it out); `otelake check` says how to repair it',
+    );
+    this.name = 'DamagedTableError';
+    this.table = table;
+    this.day = day;
+    this.reason = reason;
   }
 }
+
+/** Phases after which a day's tables exist in object storage. */
+const SHIPPED_PHASES = new Set(['uploaded', 'verified', 'cleaned']);
 
 /** The UTC days with a folder under staging/days (unsorted). */
 export async function listLocalDays(layout: InstanceLayout): Promise<string[]> {
@@ -285,12 +299,35 @@ export async function resolveFiles(
   versions?: Map<string, number>,
 ): Promise<FileEntry[]> {
   const days = await resolveDays(layout, q);
-  const perDay = await Promise.all(days.map((d) => listTableFiles(d.dir!, q, versions)));
+  const perDay = await Promise.all(
+    days.map((d) =>
+      listTableFiles(d.dir!, q, versions).catch((err: unknown) => {
+        throw err instanceof DeltaLogError ? new DamagedTableError(q.table, d.day, err.message) : err;
+      }),
+    ),
+  );
   const files = perDay.flat();
   files.forEach((f, i) => {
     f.arrival = i;
   });
   return files;
+}
+
+/**
+ * After a scan failed: the first damaged data file of the query's tables (missing, of another size
+ * than logged, unreadable footer, another row count), as a DamagedTableError; null when all are sound.
+ */
+export async function findDamagedFile(
+  layout: InstanceLayout,
+  q: NormalizedQuery,
+): Promise<DamagedTableError | null> {
+  for (const d of await resolveDays(layout, q)) {
+    const table = await DeltaTable.open(d.dir!);
+    for (const problem of (await dataFileProblems(table)).values()) {
+      return new DamagedTableError(q.table, d.day, problem);
+    }
+  }
+  return null;
 }
 
 /**

@@ -11,13 +11,13 @@ import type { Row, TableName } from '../schema/tables.ts';
 import type { InstanceLayout } from '../storage/layout.ts';
 import { siblingModule, WorkerPool } from '../storage/worker-pool.ts';
 import { rowsFromIpc } from './arrow-rows.ts';
-import { type FileEntry, pruneForNewest, resolveFiles } from './files.ts';
+import { DamagedTableError, type FileEntry, findDamagedFile, pruneForNewest, resolveFiles } from './files.ts';
 import { type NormalizedQuery, normalizeQuery, type ReadQuery } from './filters.ts';
 import type { FetchResult, KeysTask } from './query-worker.ts';
 import type { CutValue, FetchPart, FetchTask, RangePart, RangeTask, RowKeys } from './scan.ts';
 
 export type { FileEntry } from './files.ts';
-export { StorageUnavailableError } from './files.ts';
+export { DamagedTableError, StorageUnavailableError } from './files.ts';
 export type { NormalizedQuery, ReadQuery, RowFilter, Storage } from './filters.ts';
 export {
   DEFAULT_MAX_BYTES,
@@ -135,6 +135,22 @@ async function mayRetry(err: unknown, attempts: Attempts): Promise<boolean> {
   return true;
 }
 
+/**
+ * The error a read that cannot go on fails with: when a file of a table's log is missing or broken
+ * for good, a DamagedTableError naming the table and day; else `err` itself.
+ */
+async function readFailure(
+  err: unknown,
+  layout: InstanceLayout,
+  q: NormalizedQuery,
+  signal: AbortSignal | undefined,
+): Promise<unknown> {
+  if (err instanceof ReadLimitError || err instanceof DamagedTableError || err instanceof TypeError)
+    return err;
+  if (signal?.aborted) return err;
+  return (await findDamagedFile(layout, q).catch(() => null)) ?? err;
+}
+
 /** The files of a query and the keys of its rows, listing again when files vanish under it. */
 async function findRows(
   layout: InstanceLayout,
@@ -152,7 +168,7 @@ async function findRows(
       const task: KeysTask = { query: q, files, firstRoundRows: readHooks.firstRoundRows };
       return { files, keys: await queryPool().run<RowKeys>('keys', task, [], signal) };
     } catch (err) {
-      if (!(await mayRetry(err, attempts))) throw err;
+      if (!(await mayRetry(err, attempts))) throw await readFailure(err, layout, q, signal);
     }
   }
 }
@@ -257,7 +273,7 @@ async function* streamNormalized(
       result = await queryPool().run<FetchResult>('fetch', task, [], signal);
     } catch (err) {
       // Nothing handed out yet: the query can start over on a fresh listing.
-      if (start > 0 || !(await mayRetry(err, attempts))) throw err;
+      if (start > 0 || !(await mayRetry(err, attempts))) throw await readFailure(err, layout, q, signal);
       ({ files, keys } = await findRows(layout, q, opts, attempts));
       continue;
     }
@@ -355,7 +371,7 @@ export async function readTable(
       }
       return rows;
     } catch (err) {
-      if (!(await mayRetry(err, attempts))) throw err;
+      if (!(await mayRetry(err, attempts))) throw await readFailure(err, layout, q, opts.signal);
     }
   }
 }

@@ -7,8 +7,10 @@ import type { Logger } from '../index.ts';
 import { VERSION } from '../version.ts';
 import { Decoders } from './decode.ts';
 import { registerIngestRoutes } from './ingest.ts';
+import { ServerLimits } from './limits.ts';
 import { isValidProjectId, PROJECT_ID_RULE } from './project.ts';
 import { registerReadRoutes } from './read-api.ts';
+import { logRefusals, noteRefusal } from './refusals.ts';
 
 export interface BuildServerOptions {
   /** fastify's logger setting (pino options, or true/false). Default: off. */
@@ -17,8 +19,6 @@ export interface BuildServerOptions {
   protobuf?: boolean;
   /** How long an ingest request may wait for room in a full queue; default: the logger's block_timeout_s. */
   ingestWaitMs?: number;
-  /** Bytes of bodies waiting for a decode worker before requests get 503 (default 256 MiB). */
-  decodeBacklogBytes?: number;
 }
 
 /** A fastify app serving `logger`; call `listen()` on it, and `close()` before stopping the logger. */
@@ -29,21 +29,24 @@ export async function buildServer(logger: Logger, opts: BuildServerOptions = {})
       `invalid server_config.default_project_id ${JSON.stringify(server.default_project_id)}: use ${PROJECT_ID_RULE}`,
     );
   }
+  const limits = new ServerLimits(server);
   const app = Fastify({
+    ...limits.fastifyOptions(),
     logger: opts.log ?? false,
     // One line per request would cost more than the request at ingest rates; errors are still logged.
     logController: new LogController({ disableRequestLogging: true }),
     // Bodies are read by the ingest handlers with their own (post-decompression) limit.
     bodyLimit: server.body_limit_bytes,
-    return503OnClosing: true,
     forceCloseConnections: 'idle',
   });
+  limits.register(app);
+
+  logRefusals(app);
 
   const decoders = await Decoders.create({
     settings: logger.validation,
     workers: server.decode_workers ?? availableParallelism(),
     ...(opts.protobuf === undefined ? {} : { protobuf: opts.protobuf }),
-    ...(opts.decodeBacklogBytes === undefined ? {} : { backlogBytes: opts.decodeBacklogBytes }),
   });
   // After the last request: fastify runs onClose hooks once in-flight requests are answered.
   app.addHook('onClose', async () => decoders.close());
@@ -51,6 +54,7 @@ export async function buildServer(logger: Logger, opts: BuildServerOptions = {})
   app.setErrorHandler((err: Error & { statusCode?: number }, request, reply) => {
     const status = err.statusCode !== undefined && err.statusCode >= 400 ? err.statusCode : 500;
     if (status >= 500) request.log.error({ err }, 'request failed');
+    noteRefusal(reply, err.message);
     // A Content-Type header fastify cannot even parse: same plain-text 415 as any unsupported type.
     if (status === 415) return reply.code(415).type('text/plain; charset=utf-8').send(`${err.message}\n`);
     return reply
@@ -84,6 +88,7 @@ export async function buildServer(logger: Logger, opts: BuildServerOptions = {})
         p99: ms(loopDelay.percentile(99)),
         max: ms(loopDelay.max),
       },
+      http: limits.stats(),
       ...logger.stats(),
       reads: reads.stats(),
     };
@@ -92,6 +97,7 @@ export async function buildServer(logger: Logger, opts: BuildServerOptions = {})
   registerIngestRoutes(app, {
     logger,
     decoders,
+    bodies: limits.bodies,
     bodyLimitBytes: server.body_limit_bytes,
     defaultProjectId: server.default_project_id,
     ...(opts.ingestWaitMs === undefined ? {} : { ingestWaitMs: opts.ingestWaitMs }),

@@ -46,9 +46,7 @@ export type DecodeResult =
       invalidIds: number;
     }
   /** The request as a whole is refused (400, or 413 when it inflates past the limit): nothing is stored. */
-  | { ok: false; status: 400 | 413; message: string }
-  /** Too many bodies wait for a decode worker: the client is asked to retry later (503). */
-  | { ok: false; busy: true; message: string };
+  | { ok: false; status: 400 | 413; message: string };
 
 /** One table's rows of the request being decoded; reused from request to request. */
 class TableBuild {
@@ -178,30 +176,23 @@ export interface DecoderInit {
 /** Young generation of a decode worker: a request's garbage (its strings and cells) is well below it. */
 const DECODER_YOUNG_GENERATION_MB = 16;
 
-/** Bytes of bodies that may wait for or be in a decode worker, at least (see Decoders). */
-const DECODE_BACKLOG_BYTES = 256 * 1024 * 1024;
-
 export interface DecodersOptions {
   settings: ValidationSettings;
   workers: number;
   /** Whether protobuf bodies are decoded. Default: when the optional protobufjs is installed. */
   protobuf?: boolean;
-  backlogBytes?: number;
 }
 
 /**
  * Where request bodies are decoded: a pool of `workers` threads, or the calling thread with 0
- * workers (the same code either way). The bodies read but not yet decoded are bounded by
- * `backlogBytes` (one body is always let in): beyond it a request is answered "busy" at once
- * instead of holding its body in memory.
+ * workers (the same code either way). The bodies waiting for a worker are bounded by the server's
+ * BodyBudget (body.ts), which counts every body from its first byte until it is answered.
  */
 export class Decoders {
   /** Whether protobuf bodies are decoded; the ingest route refuses them (415) when not. */
   readonly protobuf: boolean;
   private readonly pool: WorkerPool | null;
   private readonly inline: RequestDecoder | null;
-  private readonly backlogBytes: number;
-  private pendingBytes = 0;
 
   /** Settles, once, whether protobuf is decoded: the ingest route and /healthz read `protobuf`. */
   static async create(o: DecodersOptions): Promise<Decoders> {
@@ -211,7 +202,6 @@ export class Decoders {
   private constructor(o: DecodersOptions, protobuf: boolean) {
     const { settings, workers } = o;
     this.protobuf = protobuf;
-    this.backlogBytes = o.backlogBytes ?? DECODE_BACKLOG_BYTES;
     if (workers > 0) {
       const workerData: DecoderInit = { protobuf, settings };
       // Two tasks per worker: it decodes the next body while the event loop queues the last one.
@@ -233,18 +223,9 @@ export class Decoders {
   /** Decodes a body; a body that does not own its whole buffer is copied once to cross threads. */
   async decode(task: DecodeTask): Promise<DecodeResult> {
     if (!this.pool) return this.inline!.decode(task);
-    const size = task.body.byteLength;
-    if (this.pendingBytes > 0 && this.pendingBytes + size > this.backlogBytes) {
-      return { ok: false, busy: true, message: 'the decode workers are busy' };
-    }
     let body = task.body;
     if (body.byteOffset !== 0 || body.byteLength !== body.buffer.byteLength) body = new Uint8Array(body);
-    this.pendingBytes += size;
-    try {
-      return await this.pool.run<DecodeResult>('decode', { ...task, body }, [body.buffer as ArrayBuffer]);
-    } finally {
-      this.pendingBytes -= size;
-    }
+    return this.pool.run<DecodeResult>('decode', { ...task, body }, [body.buffer as ArrayBuffer]);
   }
 
   async close(): Promise<void> {

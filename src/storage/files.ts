@@ -1,7 +1,8 @@
 // Small file helpers shared by the instance's own files (options, days index, pidfile) and the
 // writers that sync what they write.
 
-import { open, readFile } from 'node:fs/promises';
+import { open, readFile, statfs } from 'node:fs/promises';
+import { dirname } from 'node:path';
 
 /** The file's text, or undefined when it does not exist. */
 export async function readTextIfExists(file: string): Promise<string | undefined> {
@@ -21,4 +22,14 @@ export async function fsyncPath(path: string): Promise<void> {
   } finally {
     await fh.close();
   }
+}
+
+/**
+ * " (no space left on device: N bytes free)" when the file system holding `path` is (nearly)
+ * full, else "": for errors that do not say so themselves (polars' writer, a short write).
+ */
+export async function diskFullNote(path: string): Promise<string> {
+  const fs = await statfs(dirname(path)).catch(() => null);
+  if (!fs || fs.bavail * fs.bsize >= 1024 * 1024) return '';
+  return ` (no space left on device: ${fs.bavail * fs.bsize} bytes free)`;
 }

@@ -18,7 +18,7 @@ import { join } from 'node:path';
 import { crc32 } from 'node:zlib';
 import type { PackedBatch } from '../delta/batch.ts';
 import { TABLE_NAMES, type TableName } from '../schema/tables.ts';
-import { fsyncPath } from '../storage/files.ts';
+import { diskFullNote, fsyncPath } from '../storage/files.ts';
 
 export interface WalEntry {
   table: TableName;
@@ -373,7 +373,10 @@ export class WriteAheadLog {
         const chunk = buffers.slice(i, i + 1024);
         const want = chunk.reduce((n, b) => n + b.byteLength, 0);
         const { bytesWritten } = await fh.writev(chunk, at);
-        if (bytesWritten !== want) throw new Error(`short write to ${segment.path} (disk full?)`);
+        if (bytesWritten !== want) {
+          const note = await diskFullNote(segment.path);
+          throw new Error(`short write to ${segment.path}: ${bytesWritten} of ${want} bytes${note}`);
+        }
         at += want;
       }
       await fh.datasync();

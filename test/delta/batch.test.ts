@@ -138,6 +138,22 @@ describe('BatchBuilder batches of batches (the server path)', () => {
     });
   }
 
+  it('a slice of a packed batch owns its buffers: moving it to a worker leaves the rest readable', () => {
+    // metrics_hist has list columns; the aggregator slices a queued batch at max_batch_rows and
+    // transfers each slice to the Parquet worker while the rest of the batch waits.
+    const s = SCHEMAS.metrics_hist;
+    const names = s.columns.map((c) => c.name);
+    const rows = makeRows(s, 64, 5);
+    const packed = packBatch(batchFromRows(s, rows));
+    const slice = new BatchBuilder(s, 32);
+    slice.appendBatch(unpackBatch(packed, names), 0, 32);
+    const head = slice.view();
+    assert.ok(!transferables(head).includes(packed.packed), 'the slice refers to the packed buffer');
+    structuredClone(head, { transfer: transferables(head) }); // as postMessage to a worker
+    assert.equal(packed.packed.detached, false);
+    assert.deepEqual(table(unpackBatch(packed, names)).slice(32), table(batchFromRows(s, rows)).slice(32));
+  });
+
   it('a string column given as plain strings appends like an encoded one', () => {
     const plain: ColumnBatch = build(['a', null, 'ü']);
     const strings: ColumnBatch = {

@@ -569,3 +569,47 @@ test('files written first and committed later, together, with a txn that survive
   assert.equal(reopened.txnVersion('wal-x'), 42, 'the txn is kept by the checkpoint');
   assert.equal(reopened.rowCount(), 11);
 });
+
+/** Each commit's `commitInfo.timestamp` and its file's modification time (whole ms), oldest first. */
+function commitTimes(dir: string): { timestamp: number; mtime: number }[] {
+  const out: { timestamp: number; mtime: number }[] = [];
+  for (let v = 0; existsSync(join(dir, LOG_DIR, commitFileName(v))); v++) {
+    const info = commitLines(dir, v)[0]!.commitInfo as { timestamp: number };
+    const mtime = Math.floor(statSync(join(dir, LOG_DIR, commitFileName(v))).mtimeMs);
+    out.push({ timestamp: info.timestamp, mtime });
+  }
+  return out;
+}
+
+test('commit timestamps strictly increase: one millisecond for all, a clock stepping back, a stale writer', async (t) => {
+  const start = Date.now();
+  // The clock stands still: every commit happens in the same millisecond.
+  t.mock.timers.enable({ apis: ['Date'], now: start });
+  const dir = tempDir();
+  const a = await DeltaTable.createOrOpen(dir, LOGS);
+  const stale = await DeltaTable.open(dir);
+  await appendRows(a, LOGS, makeRows(LOGS, 3, 1, 0));
+  await appendRows(a, LOGS, makeRows(LOGS, 3, 2, 10));
+  await a.optimize();
+  await appendRows(stale, LOGS, makeRows(LOGS, 3, 3, 20)); // EEXIST, caught up, retried
+  // The clock steps back an hour.
+  t.mock.timers.setTime(start - 3_600_000);
+  await a.refresh();
+  await appendRows(a, LOGS, makeRows(LOGS, 3, 4, 30));
+  await a.checkpoint();
+  await a.close();
+  await stale.close();
+  // A writer that knows the log only from disk (the checkpoint's commit) continues after it.
+  const reopened = await DeltaTable.open(dir);
+  await appendRows(reopened, LOGS, makeRows(LOGS, 3, 5, 40));
+  await reopened.close();
+
+  const times = commitTimes(dir);
+  assert.equal(times.length, 7);
+  assert.equal(times[0]!.timestamp, start);
+  for (let v = 1; v < times.length; v++) {
+    assert.ok(times[v]!.timestamp > times[v - 1]!.timestamp, `commit ${v}: ${JSON.stringify(times)}`);
+  }
+  // Readers that take a commit's time from its file (Spark) see the same times.
+  for (const [v, { timestamp, mtime }] of times.entries()) assert.equal(mtime, timestamp, `commit ${v}`);
+});

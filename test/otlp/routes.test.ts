@@ -65,8 +65,7 @@ type Cells =
   | { status: number; message: string };
 
 function servedCells(r: DecodeResult): Cells {
-  if (!r.ok)
-    return 'busy' in r ? { status: 503, message: r.message } : { status: r.status, message: r.message };
+  if (!r.ok) return { status: r.status, message: r.message };
   const tables: Extract<Cells, { tables: unknown }>['tables'] = {};
   for (const [table, t] of Object.entries(r.tables) as [
     TableName,
