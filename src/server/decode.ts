@@ -125,17 +125,19 @@ export class RequestDecoder implements RowSink {
         }
         throw err;
       }
-      const tables: Partial<Record<TableName, DecodedTable>> = {};
-      for (const table of TABLE_NAMES) {
+      const builds = TABLE_NAMES.flatMap((table) => {
         const t = this.builds[table];
-        if (t === undefined || t.rows === 0) continue;
-        // The first table (in table order) with a project id that is not acceptable refuses the request.
-        if (t.badProject !== null) {
-          const message = `invalid resource attribute project.id ${JSON.stringify(t.badProject)}: use ${PROJECT_ID_RULE}`;
-          return { ok: false, status: 400, message };
-        }
-        tables[table] = { batch: packBatch(t.builder.view()), reasons: t.reasons };
+        return t === undefined || t.rows === 0 ? [] : [[table, t] as const];
+      });
+      // A project id that is not acceptable refuses the request: the first one of the first table.
+      const bad = builds.find(([, t]) => t.badProject !== null)?.[1].badProject;
+      if (bad != null) {
+        const message = `invalid resource attribute project.id ${JSON.stringify(bad)}: use ${PROJECT_ID_RULE}`;
+        return { ok: false, status: 400, message };
       }
+      const tables: Partial<Record<TableName, DecodedTable>> = {};
+      for (const [table, t] of builds)
+        tables[table] = { batch: packBatch(t.builder.view()), reasons: t.reasons };
       return { ok: true, tables, invalidIds };
     } finally {
       this.restart(); // empty for the next request, even after a failure
