@@ -43,10 +43,13 @@ export class JsonReader implements OtlpReader {
   private readonly types: MessageType[] = [];
   private readonly orders: Int16Array[] = [];
   private readonly lastKey: number[] = [];
-  /** The repeated message field whose array is being walked in each object (-1: none), and whether its first element is still to come. */
+  /**
+   * The repeated message field whose array is being walked in each object (-1: none), and whether
+   * its first element is still to come.
+   */
   private readonly list: number[] = [];
   private readonly listFirst: boolean[] = [];
-  /** The list fields met in each object: `listsMet[id]` is the serial of the object that gave list `id`. */
+  /** Each object's serial number; `listsMet[id]`: the serial of the object that last gave list `id`. */
   private readonly serial: number[] = [];
   private serials = 0;
   private readonly listsMet = new Int32Array(FIELD_NAMES.length);

@@ -61,7 +61,10 @@ export interface OtlpReader {
   bool(): boolean;
   /** False, having read it, when a JSON null stands for the value (an absent oneof member). */
   present(): boolean;
-  /** A repeated fixed64/uint64 field's values: added to `out` in protobuf (a field may come in runs), replacing it in JSON. */
+  /**
+   * A repeated fixed64 or uint64 field's values: added to `out` in protobuf (a field may come in
+   * several runs), replacing what it holds in JSON (a key given twice: the last counts).
+   */
   int64s(out: bigint[]): void;
   doubles(out: number[]): void;
   /** Takes the KeyValue list of the message being read (one run of it in protobuf, all of it in JSON). */
