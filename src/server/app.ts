@@ -4,7 +4,6 @@ import { availableParallelism } from 'node:os';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import Fastify, { type FastifyInstance, type FastifyServerOptions, LogController } from 'fastify';
 import type { Logger } from '../index.ts';
-import type { ProtoCodec } from '../otlp/index.ts';
 import { VERSION } from '../version.ts';
 import { Decoders } from './decode.ts';
 import { registerIngestRoutes } from './ingest.ts';
@@ -16,11 +15,8 @@ import { logRefusals, noteRefusal } from './refusals.ts';
 export interface BuildServerOptions {
   /** fastify's logger setting (pino options, or true/false). Default: off. */
   log?: FastifyServerOptions['logger'];
-  /**
-   * null serves JSON only; a codec is used to decode inline (`decode_workers` 0). Default:
-   * protobuf when the optional `protobufjs` package is installed.
-   */
-  proto?: ProtoCodec | null;
+  /** false serves JSON only. Default: protobuf when the optional `protobufjs` package is installed. */
+  protobuf?: boolean;
   /** How long an ingest request may wait for room in a full queue; default: the logger's block_timeout_s. */
   ingestWaitMs?: number;
 }
@@ -50,7 +46,7 @@ export async function buildServer(logger: Logger, opts: BuildServerOptions = {})
   const decoders = await Decoders.create({
     settings: logger.validation,
     workers: server.decode_workers ?? availableParallelism(),
-    proto: opts.proto,
+    ...(opts.protobuf === undefined ? {} : { protobuf: opts.protobuf }),
   });
   // After the last request: fastify runs onClose hooks once in-flight requests are answered.
   app.addHook('onClose', async () => decoders.close());

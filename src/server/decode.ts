@@ -1,20 +1,19 @@
-// Turns one OTLP request body into normalized column batches, one per table: decompress, decode
-// (JSON or protobuf), map to rows, check the project ids, validate and normalize each row, build columns.
-// This is the CPU-heavy part of ingest; the server runs it in decode worker threads (see
-// decode-worker.ts), so only small batches in one buffer each come back to the event loop.
+// Turns one OTLP request body into normalized column batches, one per table: decompress, map
+// (src/otlp: the body read as it stands, JSON or protobuf, into column values), check the project
+// ids, validate and normalize each row straight into the table's column builder. This is the
+// CPU-heavy part of ingest; the server runs it in decode worker threads (see decode-worker.ts), so
+// only small batches in one buffer each come back to the event loop.
 
 import { BatchBuilder, type PackedBatch, packBatch } from '../delta/batch.ts';
 import {
   type BodyFormat,
-  decodeRequest,
-  loadProtobuf,
   mapRequest,
   OtlpDecodeError,
-  type ProtoCodec,
   protobufInstalled,
+  type RowSink,
   type Signal,
 } from '../otlp/index.ts';
-import { type Row, SCHEMAS, type TableName } from '../schema/tables.ts';
+import { SCHEMAS, TABLE_NAMES, type TableName } from '../schema/tables.ts';
 import { RowNormalizer, type ValidationSettings } from '../schema/validate.ts';
 import { siblingModule, WorkerPool } from '../storage/worker-pool.ts';
 import { BodyError, decompress } from './body.ts';
@@ -49,33 +48,49 @@ export type DecodeResult =
   /** The request as a whole is refused (400, or 413 when it inflates past the limit): nothing is stored. */
   | { ok: false; status: 400 | 413; message: string };
 
-/** The first project id in the rows that is not acceptable, or null (rows of a request mostly share one). */
-function firstInvalidProject(tables: Partial<Record<TableName, Row[]>>, known: string): string | null {
-  let ok = known;
-  for (const rows of Object.values(tables)) {
-    for (const row of rows) {
-      const project = row['project_id'];
-      if (project === ok) continue;
-      if (typeof project !== 'string' || !isValidProjectId(project)) return String(project);
-      ok = project;
-    }
+/** One table's rows of the request being decoded; reused from request to request. */
+class TableBuild {
+  readonly normalizer: RowNormalizer;
+  /** A batch leaves packed into a buffer of its own, so the builder's buffers are kept. */
+  readonly builder: BatchBuilder;
+  /** Rows mapped, valid or not. */
+  rows = 0;
+  reasons: Record<string, number> = {};
+  /** The first project id that did not pass the rule. */
+  badProject: string | null = null;
+
+  constructor(table: TableName, settings: ValidationSettings) {
+    this.normalizer = new RowNormalizer(SCHEMAS[table], settings);
+    this.builder = new BatchBuilder(SCHEMAS[table], 128);
   }
-  return null;
+
+  clear(): void {
+    this.builder.clear();
+    this.rows = 0;
+    this.reasons = {};
+    this.badProject = null;
+  }
 }
 
-export class RequestDecoder {
-  private readonly proto: ProtoCodec | null;
-  private readonly normalizers: Map<TableName, RowNormalizer> = new Map();
-  /** Reused from request to request: a batch leaves packed into a buffer of its own. */
-  private readonly builders: Map<TableName, BatchBuilder> = new Map();
+export class RequestDecoder implements RowSink {
+  private readonly protobuf: boolean;
   private readonly settings: ValidationSettings;
+  private readonly builds: Partial<Record<TableName, TableBuild>> = {};
+  /** Whether the rows' project ids come from their resources, and must pass the rule. */
+  private checkProjects = false;
+  /** The last project id that passed it (a request's rows mostly share one). */
+  private knownProject = '';
 
-  constructor(proto: ProtoCodec | null, settings: ValidationSettings) {
-    this.proto = proto;
+  /** `protobuf`: whether protobuf bodies are decoded (the optional protobufjs package is there). */
+  constructor(protobuf: boolean, settings: ValidationSettings) {
+    this.protobuf = protobuf;
     this.settings = settings;
   }
 
   decode(task: DecodeTask): DecodeResult {
+    if (task.format === 'protobuf' && !this.protobuf) {
+      throw new Error('protobuf bodies need the optional package protobufjs');
+    }
     let body = task.body;
     if (task.codings.length > 0) {
       try {
@@ -92,53 +107,65 @@ export class RequestDecoder {
       // An empty body is an empty export request, as when it comes uncompressed.
       if (body.length === 0) return { ok: true, tables: {}, invalidIds: 0 };
     }
-    let mapped: ReturnType<typeof mapRequest>;
+    this.checkProjects = task.headerProjectId === undefined;
+    this.knownProject = task.defaultProjectId;
     try {
-      const decoded = decodeRequest(task.signal, body, task.format, this.proto);
-      mapped = mapRequest(task.signal, decoded, {
-        headerProjectId: task.headerProjectId,
-        defaultProjectId: task.defaultProjectId,
-      });
-    } catch (err) {
-      if (err instanceof OtlpDecodeError) {
-        return { ok: false, status: 400, message: `cannot decode the request: ${err.message}` };
+      let invalidIds: number;
+      try {
+        ({ invalidIds } = mapRequest(
+          task.signal,
+          task.format,
+          body,
+          { headerProjectId: task.headerProjectId, defaultProjectId: task.defaultProjectId },
+          this,
+        ));
+      } catch (err) {
+        if (err instanceof OtlpDecodeError) {
+          return { ok: false, status: 400, message: `cannot decode the request: ${err.message}` };
+        }
+        throw err;
       }
-      throw err;
-    }
-    if (task.headerProjectId === undefined) {
-      const bad = firstInvalidProject(mapped.tables, task.defaultProjectId);
-      if (bad !== null) {
+      const builds = TABLE_NAMES.flatMap((table) => {
+        const t = this.builds[table];
+        return t === undefined || t.rows === 0 ? [] : [[table, t] as const];
+      });
+      // A project id that is not acceptable refuses the request: the first one of the first table.
+      const bad = builds.find(([, t]) => t.badProject !== null)?.[1].badProject;
+      if (bad != null) {
         const message = `invalid resource attribute project.id ${JSON.stringify(bad)}: use ${PROJECT_ID_RULE}`;
         return { ok: false, status: 400, message };
       }
+      const tables: Partial<Record<TableName, DecodedTable>> = {};
+      for (const [table, t] of builds)
+        tables[table] = { batch: packBatch(t.builder.view()), reasons: t.reasons };
+      return { ok: true, tables, invalidIds };
+    } finally {
+      this.restart(); // empty for the next request, even after a failure
     }
-    const tables: Partial<Record<TableName, DecodedTable>> = {};
-    for (const [table, rows] of Object.entries(mapped.tables) as [TableName, Row[]][]) {
-      tables[table] = this.build(table, rows);
-    }
-    return { ok: true, tables, invalidIds: mapped.invalidIds };
   }
 
-  private build(table: TableName, rows: readonly Row[]): DecodedTable {
-    let normalizer = this.normalizers.get(table);
-    let builder = this.builders.get(table);
-    if (!normalizer || !builder) {
-      normalizer = new RowNormalizer(SCHEMAS[table], this.settings);
-      builder = new BatchBuilder(SCHEMAS[table], 128);
-      this.normalizers.set(table, normalizer);
-      this.builders.set(table, builder);
+  /** A mapped row: its project id checked, then validated and normalized into the table's builder. */
+  row(table: TableName, values: unknown[]): void {
+    let t = this.builds[table];
+    if (t === undefined) {
+      t = new TableBuild(table, this.settings);
+      this.builds[table] = t;
     }
-    const reasons: Record<string, number> = {};
-    try {
-      for (const row of rows) {
-        const r = normalizer.normalize(row);
-        if (typeof r !== 'string') builder.pushValues(r);
-        else reasons[r] = (reasons[r] ?? 0) + 1;
+    t.rows++;
+    if (this.checkProjects) {
+      const project = values[0]; // every table's first column
+      if (project !== this.knownProject) {
+        if (typeof project === 'string' && isValidProjectId(project)) this.knownProject = project;
+        else t.badProject ??= String(project);
       }
-      return { batch: packBatch(builder.view()), reasons };
-    } finally {
-      builder.clear(); // empty for the next request, even after a failure
     }
+    const reason = t.normalizer.normalizeValues(values);
+    if (reason === null) t.builder.pushValues(values);
+    else t.reasons[reason] = (t.reasons[reason] ?? 0) + 1;
+  }
+
+  restart(): void {
+    for (const t of Object.values(this.builds)) t.clear();
   }
 }
 
@@ -148,14 +175,14 @@ export interface DecoderInit {
   settings: ValidationSettings;
 }
 
-/** Young generation of a decode worker: a request's garbage (a decoded tree) is well below it. */
+/** Young generation of a decode worker: a request's garbage (its strings and cells) is well below it. */
 const DECODER_YOUNG_GENERATION_MB = 16;
 
 export interface DecodersOptions {
   settings: ValidationSettings;
   workers: number;
-  /** The codec, or null for JSON only. Default: protobuf when the optional protobufjs is installed. */
-  proto?: ProtoCodec | null;
+  /** Whether protobuf bodies are decoded. Default: when the optional protobufjs is installed. */
+  protobuf?: boolean;
 }
 
 /**
@@ -171,13 +198,10 @@ export class Decoders {
 
   /** Settles, once, whether protobuf is decoded: the ingest route and /healthz read `protobuf`. */
   static async create(o: DecodersOptions): Promise<Decoders> {
-    const protobuf = o.proto !== undefined ? o.proto !== null : await protobufInstalled();
-    // Decode workers build their own codec: the event loop needs one only to decode inline.
-    const codec = o.workers > 0 || !protobuf ? null : (o.proto ?? (await loadProtobuf()));
-    return new Decoders(o, protobuf, codec);
+    return new Decoders(o, o.protobuf ?? (await protobufInstalled()));
   }
 
-  private constructor(o: DecodersOptions, protobuf: boolean, codec: ProtoCodec | null) {
+  private constructor(o: DecodersOptions, protobuf: boolean) {
     const { settings, workers } = o;
     this.protobuf = protobuf;
     if (workers > 0) {
@@ -194,7 +218,7 @@ export class Decoders {
       this.inline = null;
     } else {
       this.pool = null;
-      this.inline = new RequestDecoder(codec, settings);
+      this.inline = new RequestDecoder(protobuf, settings);
     }
   }
 

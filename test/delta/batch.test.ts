@@ -15,6 +15,7 @@ import {
 } from '../../src/delta/batch.ts';
 import { computeStats } from '../../src/delta/stats.ts';
 import { SCHEMAS } from '../../src/schema/tables.ts';
+import { cells as table } from './cells.ts';
 import { makeRows } from './rows.ts';
 
 const schema = SCHEMAS.logs;
@@ -97,21 +98,6 @@ describe('BatchBuilder string columns', () => {
     }
   });
 });
-
-/** Row i of a column as a plain value (null where invalid), whatever kind the column is stored as. */
-function cell(col: ColumnData, i: number): unknown {
-  if (col.kind === 'string' || col.kind === 'list_long' || col.kind === 'list_double') {
-    const v = col.values[i] ?? null;
-    return v === null || typeof v === 'string' ? v : [...v];
-  }
-  if (col.kind === 'utf8') return utf8Value(col, i);
-  if (col.valid && col.valid[i] !== 1) return null;
-  return col.values[i];
-}
-
-function table(batch: ColumnBatch): unknown[][] {
-  return Array.from({ length: batch.numRows }, (_, i) => Object.values(batch.columns).map((c) => cell(c, i)));
-}
 
 describe('BatchBuilder batches of batches (the server path)', () => {
   for (const name of Object.keys(SCHEMAS) as (keyof typeof SCHEMAS)[]) {

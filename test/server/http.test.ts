@@ -548,7 +548,7 @@ describe('bad input: each gets its status and message, and the server keeps serv
 
 describe('protobuf without the optional package', () => {
   test('is 415 naming protobufjs; JSON still works', async () => {
-    const s = await startServer(undefined, { proto: null });
+    const s = await startServer(undefined, { protobuf: false });
     try {
       const res = await post(`${s.url}/v1/traces`, new Uint8Array(0), {
         'content-type': 'application/x-protobuf',

@@ -102,7 +102,7 @@ describe('shipping a finished day', () => {
         assert.equal(J(await logger.readLogs({ ...q, storage: 'auto' })), J(localRows[i]!), `auto ${i}`);
       }
       // And over HTTP: /api/logs answers the same for either source.
-      const app = await buildServer(logger, { proto: null });
+      const app = await buildServer(logger, { protobuf: false });
       try {
         const get = async (storage: string) =>
           (await app.inject(`/api/logs?severity_ge=17&body_like=boom&limit=7&storage=${storage}`)).json();
@@ -309,7 +309,7 @@ describe('shipping failures', () => {
       /cannot reach the object storage at http:\/\/127\.0\.0\.1:\d+ \(ECONNREFUSED\)/,
     );
     assert.equal((await logger.readLogs({ storage: 'local' })).length, 40);
-    const app = await buildServer(logger, { proto: null });
+    const app = await buildServer(logger, { protobuf: false });
     const res = await app.inject('/api/logs?storage=s3');
     await app.close();
     assert.equal(res.statusCode, 502);
