@@ -1,23 +1,87 @@
-// Decode + map throughput of OTLP requests (100 spans or 100 log records each), JSON and
-// protobuf. Usage: node bench/otlp-decode-map.ts [seconds per case, default 2]
+// The decode step of the server, per signal and encoding: a request body of 100 items mapped into
+// column values, each row validated and normalized into its table's column builder, one packed
+// batch per table (src/server/decode.ts RequestDecoder, on this thread, bodies uncompressed).
+// Prints µs per request (median, p10-p90) and CPU seconds per 1M items (user + system of the
+// whole process over the measured requests, GC threads included).
+//
+//   node bench/otlp-decode-map.ts [--requests N] [--signal S] [--format F] [--src DIR] [--json FILE]
+//
+// --signal (traces, logs, metrics) and --format (protobuf, json) run only those cases.
+// --src DIR runs the decoder of another checkout's src/ (e.g. from before issue 19, when protobuf
+// logs and traces and JSON traces were read from their bytes and JSON logs and all metrics went
+// through JSON.parse or protobufjs' trees); --json FILE appends one JSON line per case. A against
+// B, interleaved (the machine is shared: farm-bench pairs the runs, A B A B...):
+//   mkdir -p .tmp/old && git archive <old commit> src proto | tar -x -C .tmp/old
+//   farm-bench -n 7 --timeout 900 \
+//     --vs "sh -c 'exec node bench/otlp-decode-map.ts --src .tmp/old/src --json .tmp/b.jsonl >/dev/null'" \
+//     -- sh -c 'exec node bench/otlp-decode-map.ts --json .tmp/a.jsonl >/dev/null'
+//   node bench/otlp-decode-map.ts --compare .tmp/a.jsonl .tmp/b.jsonl   # medians, ranges, A/B
 
-import {
-  decodeRequest,
-  type ExportRequest,
-  loadProtobuf,
-  mapRequest,
-  type Signal,
-} from '../src/otlp/index.ts';
-import { parseJson } from '../src/otlp/request.ts';
-import { logsRequest, tracesRequest } from './otlp-payloads.ts';
+import { appendFileSync, readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { loadProtobuf, type Signal } from '../src/otlp/index.ts';
+import type { DecodeResult, DecodeTask } from '../src/server/decode.ts';
+import { defaultOptions } from '../src/storage/options.ts';
+import { logsRequest, metricsRequest, tracesRequest } from './otlp-payloads.ts';
 
-const SECONDS = Number(process.argv[2] ?? 2);
+const { values: args } = parseArgs({
+  options: {
+    requests: { type: 'string', default: '2000' },
+    signal: { type: 'string' },
+    format: { type: 'string' },
+    src: { type: 'string' },
+    json: { type: 'string' },
+    compare: { type: 'boolean', default: false },
+  },
+  allowPositionals: true,
+});
+
+interface CaseResult {
+  case: string;
+  bytes: number;
+  usMedian: number;
+  usP10: number;
+  usP90: number;
+  cpuSecondsPer1M: number;
+}
+
+if (args.compare) {
+  compare(process.argv.filter((a) => a.endsWith('.jsonl')));
+  process.exit(0);
+}
+
+const REQUESTS = Number(args.requests);
 const ITEMS = 100;
-const REQUESTS = 50; // distinct bodies, cycled
-const ctx = { defaultProjectId: 'bench' };
+const BODIES = 50; // distinct bodies, cycled
+const SIGNALS: readonly Signal[] = ['traces', 'logs', 'metrics'];
+const ITEM_TABLES: Record<Signal, readonly string[]> = {
+  traces: ['spans'],
+  logs: ['logs'],
+  metrics: ['metrics_points', 'metrics_hist'],
+};
 
 const codec = await loadProtobuf();
 if (!codec) throw new Error('protobufjs is needed for the protobuf cases');
+const srcDir =
+  args.src === undefined ? new URL('../src/', import.meta.url).pathname : `${resolve(args.src)}/`;
+const { RequestDecoder } = (await import(
+  `${srcDir}server/decode.ts`
+)) as typeof import('../src/server/decode.ts');
+// Before issue 19 the decoder took protobufjs' codec; since then whether protobuf is on (the codec is
+// truthy). The attribute limits (issue 21) are the defaults; a decoder from before ignores them.
+const { server_config: server } = defaultOptions();
+const decoder = new RequestDecoder(
+  codec as unknown as boolean,
+  {
+    validateRequired: true,
+    validateTypes: true,
+    normalizeServiceName: true,
+    defaultServiceName: 'unknown_service',
+    strictColumns: true,
+  },
+  { countLimit: server.attribute_count_limit, valueLengthLimit: server.attribute_value_length_limit },
+);
 
 const ID_KEYS = new Set(['traceId', 'spanId', 'parentSpanId']);
 function hexIdsToBytes(v: unknown): unknown {
@@ -30,9 +94,10 @@ function hexIdsToBytes(v: unknown): unknown {
 }
 
 function bodies(signal: Signal, format: 'json' | 'protobuf'): Uint8Array[] {
+  const make = { traces: tracesRequest, logs: logsRequest, metrics: metricsRequest }[signal];
   const out: Uint8Array[] = [];
-  for (let i = 0; i < REQUESTS; i++) {
-    const tree = signal === 'traces' ? tracesRequest(ITEMS, i + 1) : logsRequest(ITEMS, i + 1);
+  for (let i = 0; i < BODIES; i++) {
+    const tree = make(ITEMS, i + 1);
     if (format === 'json') out.push(Buffer.from(JSON.stringify(tree)));
     else {
       const type = codec!.requestType(signal);
@@ -42,100 +107,107 @@ function bodies(signal: Signal, format: 'json' | 'protobuf'): Uint8Array[] {
   return out;
 }
 
-function run<T>(
-  label: string,
-  signal: Signal,
-  format: 'json' | 'protobuf',
-  work: (input: T) => void,
-  prepare: (body: Uint8Array) => T = (b) => b as T,
-) {
-  const raw = bodies(signal, format);
-  const bytes = raw.reduce((a, b) => a + b.length, 0) / raw.length;
-  const list = raw.map(prepare);
-  for (let i = 0; i < 200; i++) work(list[i % list.length]!); // warm up
-  const samples: number[] = [];
-  const end = performance.now() + SECONDS * 1000;
-  let n = 0;
-  while (performance.now() < end) {
+function decode(signal: Signal, format: 'json' | 'protobuf', body: Uint8Array): void {
+  const task: DecodeTask = {
+    signal,
+    format,
+    body,
+    codings: [],
+    bodyLimit: 64 << 20,
+    headerProjectId: undefined,
+    defaultProjectId: 'bench',
+  };
+  const r: DecodeResult = decoder.decode(task);
+  if (!r.ok) throw new Error(`${signal} ${format}: ${r.message}`);
+  let rows = 0;
+  for (const table of ITEM_TABLES[signal])
+    rows += r.tables[table as keyof typeof r.tables]?.batch.numRows ?? 0;
+  if (rows !== ITEMS) throw new Error(`${signal} ${format}: ${rows} rows, expected ${ITEMS}`);
+}
+
+function run(signal: Signal, format: 'json' | 'protobuf'): CaseResult {
+  const list = bodies(signal, format);
+  const bytes = list.reduce((a, b) => a + b.length, 0) / list.length;
+  for (let i = 0; i < 300; i++) decode(signal, format, list[i % list.length]!); // warm up
+  const samples = new Float64Array(REQUESTS);
+  const cpu = process.cpuUsage();
+  for (let i = 0; i < REQUESTS; i++) {
     const t = performance.now();
-    work(list[n++ % list.length]!);
-    samples.push(performance.now() - t);
+    decode(signal, format, list[i % list.length]!);
+    samples[i] = performance.now() - t;
   }
-  samples.sort((a, b) => a - b);
-  const median = samples[samples.length >> 1]! * 1000;
-  const total = samples.reduce((a, b) => a + b, 0);
-  const us = (total / samples.length) * 1000;
-  const pct = (p: number) => (samples[Math.floor(samples.length * p)]! * 1000).toFixed(0);
-  console.log(
-    `${label.padEnd(34)} ${String(Math.round(bytes / 1024)).padStart(4)} KiB  ${us.toFixed(0).padStart(6)} µs/req` +
-      `  p50 ${pct(0.5).padStart(5)}  p99 ${pct(0.99).padStart(5)}  ${Math.round((ITEMS * 1e6) / us)
-        .toLocaleString('en-US')
-        .padStart(9)} items/s` +
-      ` (at p50 ${Math.round((ITEMS * 1e6) / median)
-        .toLocaleString('en-US')
-        .padStart(9)})`,
-  );
+  const used = process.cpuUsage(cpu);
+  samples.sort();
+  const at = (p: number) => samples[Math.min(REQUESTS - 1, Math.floor(REQUESTS * p))]! * 1000;
+  return {
+    case: `${signal} ${format}`,
+    bytes,
+    usMedian: at(0.5),
+    usP10: at(0.1),
+    usP90: at(0.9),
+    cpuSecondsPer1M: (used.user + used.system) / 1e6 / ((REQUESTS * ITEMS) / 1e6),
+  };
 }
 
 console.log(
-  `node ${process.version}, ${ITEMS} items per request, ${SECONDS}s per case (shared machine: figures are indicative)`,
+  `node ${process.version}, ${srcDir}, ${REQUESTS} requests of ${ITEMS} items a case (shared machine: figures are indicative)`,
 );
-for (const signal of ['traces', 'logs'] as const) {
-  for (const format of ['json', 'protobuf'] as const) {
-    run(`${signal} ${format} decode+map`, signal, format, (body: Uint8Array) => {
-      const m = mapRequest(signal, decodeRequest(signal, body, format, codec), ctx);
-      if (m.items !== ITEMS) throw new Error('wrong item count');
-    });
-    // Protobuf traces and logs, and JSON traces, are mapped in one step from the bytes: see below.
-    if (format === 'protobuf' || signal === 'traces') continue;
-    run(`${signal} ${format} decode only`, signal, format, (body: Uint8Array) => {
-      decodeRequest(signal, body, format, codec);
-    });
-    run(
-      `${signal} ${format} map only`,
-      signal,
-      format,
-      (req: ExportRequest) => mapRequest(signal, req, ctx),
-      (body) => decodeRequest(signal, body, format, codec),
+console.log('case                 KiB/req   µs/req (p10-p90)    CPU s/1M items');
+for (const signal of SIGNALS) {
+  for (const format of ['protobuf', 'json'] as const) {
+    if ((args.signal ?? signal) !== signal || (args.format ?? format) !== format) continue;
+    const r = run(signal, format);
+    console.log(
+      `${r.case.padEnd(18)} ${(r.bytes / 1024).toFixed(1).padStart(8)}  ${r.usMedian.toFixed(0).padStart(6)} (${r.usP10.toFixed(0)}-${r.usP90.toFixed(0)})`.padEnd(
+        48,
+      ) + r.cpuSecondsPer1M.toFixed(2).padStart(8),
     );
+    if (args.json !== undefined) appendFileSync(args.json, `${JSON.stringify(r)}\n`);
   }
 }
-// For comparison, the routes through a message tree: JSON.parse's (the fallback of JSON traces),
-// and protobufjs' (which metrics take).
-run('traces json via parsed tree', 'traces', 'json', (body: Uint8Array) => {
-  const req = decodeRequest('traces', body, 'json', codec);
-  parseJson(req);
-  const m = mapRequest('traces', req, ctx);
-  if (m.items !== ITEMS) throw new Error('wrong item count');
-});
-for (const signal of ['traces', 'logs'] as const) {
-  run(`${signal} protobuf via message tree`, signal, 'protobuf', (body: Uint8Array) => {
-    const root = codec.decodeRequest(signal, body);
-    const m = mapRequest(
-      signal,
-      { signal, format: 'protobuf', root, text: null, wire: null, json: null },
-      ctx,
-    );
-    if (m.items !== ITEMS) throw new Error('wrong item count');
-  });
-}
-// int64 times written as JSON numbers (legal, but beyond 2^53): the body is parsed a second time, exactly.
-{
-  const signal = 'traces';
-  run(
-    'traces json, int64 as numbers',
-    signal,
-    'json',
-    (body: Uint8Array) => {
-      const m = mapRequest(signal, decodeRequest(signal, body, 'json', null), ctx);
-      if (m.items !== ITEMS) throw new Error('wrong item count');
-    },
-    (body) =>
-      Buffer.from(
-        Buffer.from(body)
-          .toString()
-          .replace(/"(\w+UnixNano)":"(\d+)"/g, '"$1":$2'),
-      ),
-  );
-}
 console.log(`peak RSS ${Math.round(process.resourceUsage().maxRSS / 1024)} MiB`);
+
+/**
+ * Per case over the runs in each file: the median and range of µs per request and CPU per 1M
+ * items; with two files (written by interleaved runs, A B A B...), the CPU ratio A/B of each pair.
+ */
+function compare(files: string[]): void {
+  const runs = files.map((f) =>
+    readFileSync(f, 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as CaseResult),
+  );
+  const median = (xs: number[]) => {
+    const s = [...xs].sort((a, b) => a - b);
+    return s.length % 2 ? s[s.length >> 1]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+  };
+  const fmt = (xs: number[], digits: number) =>
+    `${median(xs).toFixed(digits)} (${Math.min(...xs).toFixed(digits)}-${Math.max(...xs).toFixed(digits)})`;
+  const cases = [...new Set(runs[0]!.map((r) => r.case))];
+  console.log(
+    `${'case'.padEnd(18)}${files.map((f) => `${f}: µs/req; CPU s/1M items`.padEnd(50)).join('')}${files.length === 2 ? 'CPU A/B, pair by pair' : ''}`,
+  );
+  for (const c of cases) {
+    const per = runs.map((rs) => rs.filter((r) => r.case === c));
+    const cols = per.map((rs) =>
+      `${fmt(
+        rs.map((r) => r.usMedian),
+        0,
+      )}; ${fmt(
+        rs.map((r) => r.cpuSecondsPer1M),
+        2,
+      )} [${rs.length}]`.padEnd(50),
+    );
+    let ratio = '';
+    if (per.length === 2) {
+      const n = Math.min(per[0]!.length, per[1]!.length);
+      const pairs = Array.from(
+        { length: n },
+        (_, i) => per[0]![i]!.cpuSecondsPer1M / per[1]![i]!.cpuSecondsPer1M,
+      );
+      ratio = fmt(pairs, 2);
+    }
+    console.log(`${c.padEnd(18)}${cols.join('')}${ratio}`);
+  }
+}

@@ -132,3 +132,99 @@ export function logsRequest(records: number, seed = 1) {
     ],
   };
 }
+
+const BOUNDS = [0, 5, 10, 25, 50, 75, 100, 250, 500, 750, 1000, 2500, 5000, 7500, 10000];
+
+/**
+ * A metrics request of `points` data points, spread over metrics of all five kinds (gauge, sum,
+ * histogram, exponential histogram, summary), five points a metric, some with exemplars.
+ */
+export function metricsRequest(points: number, seed = 1) {
+  const metrics = [];
+  const time = String(T0 + BigInt(seed) * 1_000_000_000n);
+  const start = String(T0);
+  for (let made = 0, m = 0; made < points; m++) {
+    const kind = m % 5;
+    const route = ROUTES[m % ROUTES.length]!;
+    const dataPoints = [];
+    for (let p = 0; p < 5 && made < points; p++, made++) {
+      const n = seed * 100000 + made;
+      const attributes = [
+        kv('http.request.method', str(METHODS[p % METHODS.length]!)),
+        kv('http.route', str(route)),
+        kv('http.response.status_code', int(STATUS[n % STATUS.length]!)),
+      ];
+      const exemplars =
+        n % 4 === 0
+          ? [
+              {
+                timeUnixNano: time,
+                asDouble: (n % 977) + 0.5,
+                traceId: hex(16, n),
+                spanId: hex(8, n + 7),
+                filteredAttributes: [kv('client.address', str(`10.0.${n % 250}.${(n * 7) % 250}`))],
+              },
+            ]
+          : [];
+      const common = { attributes, startTimeUnixNano: start, timeUnixNano: time };
+      if (kind === 0) dataPoints.push({ ...common, asDouble: (n % 1000) / 7 });
+      else if (kind === 1) dataPoints.push({ ...common, asInt: String(n * 13), exemplars });
+      else if (kind === 2) {
+        const bucketCounts = BOUNDS.map((_, i) => String((n * (i + 3)) % 97)).concat(['1']);
+        dataPoints.push({
+          ...common,
+          count: String(bucketCounts.reduce((a, b) => a + Number(b), 0)),
+          sum: (n % 5000) * 1.5,
+          min: 0.25,
+          max: 9000.5,
+          bucketCounts,
+          explicitBounds: BOUNDS,
+          exemplars,
+        });
+      } else if (kind === 3) {
+        dataPoints.push({
+          ...common,
+          count: '40',
+          sum: (n % 700) + 0.125,
+          scale: 3,
+          zeroCount: '2',
+          zeroThreshold: 0.001,
+          positive: { offset: -3, bucketCounts: Array.from({ length: 12 }, (_, i) => String((n + i) % 9)) },
+          negative: { offset: 1, bucketCounts: ['1', '0', '2'] },
+          min: -4.5,
+          max: 880.25,
+          exemplars,
+        });
+      } else {
+        dataPoints.push({
+          ...common,
+          count: String(100 + (n % 50)),
+          sum: (n % 900) * 2.25,
+          quantileValues: [0, 0.5, 0.9, 0.99, 1].map((quantile, i) => ({
+            quantile,
+            value: (n % 40) * (i + 1),
+          })),
+        });
+      }
+    }
+    const name = ['process.cpu.utilization', 'http.server.requests', 'http.server.request.duration'][
+      kind % 3
+    ]!;
+    const unit = ['1', '{request}', 's', 's', 'ms'][kind]!;
+    const metric: Record<string, unknown> = { name: `${name}.${m}`, description: `metric ${m}`, unit };
+    if (kind === 0) metric.gauge = { dataPoints };
+    else if (kind === 1) metric.sum = { dataPoints, aggregationTemporality: 2, isMonotonic: true };
+    else if (kind === 2) metric.histogram = { dataPoints, aggregationTemporality: 2 };
+    else if (kind === 3) metric.exponentialHistogram = { dataPoints, aggregationTemporality: 1 };
+    else metric.summary = { dataPoints };
+    metrics.push(metric);
+  }
+  return {
+    resourceMetrics: [
+      {
+        resource: resource('checkout-api'),
+        scopeMetrics: [{ scope: { name: '@opentelemetry/sdk-metrics', version: '2.0.1' }, metrics }],
+      },
+    ],
+  };
+}

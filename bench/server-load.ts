@@ -42,6 +42,7 @@
 
 import { spawn } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import module from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -58,6 +59,8 @@ const DISTINCT_BODIES = 32;
 // --- server child -------------------------------------------------------------------------------
 
 if (process.argv[2] === '--serve') {
+  // As bin/otelake.js does: compiled modules come from Node's on-disk cache (workers too).
+  module.enableCompileCache?.();
   const { runServer } = await import('../src/server/index.ts');
   const [dir, options] = process.argv.slice(3);
   const running = await runServer({

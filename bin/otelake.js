@@ -3,12 +3,25 @@
 // stripping), so it is never stale; an installed package has no src/ and runs the compiled dist/.
 // Node refuses to strip types under node_modules, so there dist/ is always used.
 import { existsSync } from 'node:fs';
+import module from 'node:module';
+
+/** One command that gets a current Node from the npm registry, without root or a version manager. */
+const GET_NODE =
+  'npm install --prefix ~/.node24 node@24 && export PATH="$HOME/.node24/node_modules/.bin:$PATH"';
 
 const [major, minor] = process.versions.node.split('.').map(Number);
 if (major < 22) {
-  process.stderr.write(`otelake needs Node.js >= 22 (this is ${process.version})\n`);
+  process.stderr.write(
+    `otelake needs Node.js >= 22 (this is ${process.version}). Get Node 24 from the npm registry with:\n` +
+      `  ${GET_NODE}\n` +
+      'then try again in that shell.\n',
+  );
   process.exit(1);
 }
+
+// Node keeps the compiled (and type-stripped) modules in a cache on disk (os.tmpdir() unless
+// NODE_COMPILE_CACHE says otherwise): a command then starts in about half the CPU time.
+module.enableCompileCache?.();
 
 const source = new URL('../src/cli/main.ts', import.meta.url);
 const compiled = new URL('../dist/cli/main.js', import.meta.url);
@@ -20,7 +33,7 @@ else if (existsSync(compiled)) entry = compiled;
 else {
   process.stderr.write(
     existsSync(source)
-      ? `otelake: Node ${major}.${minor} cannot run TypeScript directly; run \`npm run build\` or use Node >= 22.18\n`
+      ? `otelake: Node ${major}.${minor} cannot run TypeScript directly; run \`npm run build\` or use Node >= 22.18:\n  ${GET_NODE}\n`
       : 'otelake: dist/ is missing; run `npm run build`\n',
   );
   process.exit(1);

@@ -18,7 +18,7 @@ export {
 } from './logger.ts';
 export type { AggregatorStats } from './pipeline/aggregator.ts';
 export type { ProducerStats } from './pipeline/producer.ts';
-export { ReadLimitError, type ReadQuery, type Storage } from './read/query.ts';
+export { DamagedTableError, ReadLimitError, type ReadQuery, type Storage } from './read/query.ts';
 export {
   type ColumnDef,
   type Row,
@@ -28,5 +28,12 @@ export {
   type TableSchema,
 } from './schema/tables.ts';
 export { REJECT_REASONS } from './schema/validate.ts';
+export {
+  ShipError,
+  type ShipProgress,
+  type ShipperStats,
+  type ShipSummary,
+} from './shipping/shipper.ts';
+export type { DamagedTable } from './storage/damaged-tables.ts';
 export { defaultOptions, type LoggerOptions, type PartialOptions } from './storage/options.ts';
 export { VERSION } from './version.ts';

@@ -5,6 +5,7 @@
 import { mkdir } from 'node:fs/promises';
 import type { LazyDataFrame } from 'nodejs-polars';
 import { BatchBuilder, type BatchPart, type PackedBatch, packBatch, sliceBatch } from './delta/batch.ts';
+import { dataFileProblems } from './delta/check.ts';
 import { DeltaTable } from './delta/table.ts';
 import {
   Aggregator,
@@ -14,7 +15,14 @@ import {
   type TableWriter,
 } from './pipeline/aggregator.ts';
 import { Producer, type ProducerStats, type Queued, type Reservation } from './pipeline/producer.ts';
-import { type ReadQuery, readTable, streamRows } from './read/query.ts';
+import {
+  DamagedTableError,
+  type ReadChunk,
+  type ReadQuery,
+  readTable,
+  type StreamOptions,
+  streamRows,
+} from './read/query.ts';
 import { type Row, SCHEMAS, TABLE_NAMES, type TableName } from './schema/tables.ts';
 import {
   RowNormalizer,
@@ -22,6 +30,14 @@ import {
   type ValidationSettings,
   validationSettings,
 } from './schema/validate.ts';
+import {
+  type ShipProgress,
+  Shipper,
+  type ShipperStats,
+  type ShipperTiming,
+  type ShipSummary,
+} from './shipping/shipper.ts';
+import { type DamagedTable, DamagedTables, damageOf } from './storage/damaged-tables.ts';
 import { appendDayPhase, type DayPhaseLine, readDayPhases } from './storage/days-index.ts';
 import { DEFAULT_DIR, DEFAULT_INSTANCE_ID, InstanceLayout } from './storage/layout.ts';
 import {
@@ -31,23 +47,16 @@ import {
   resolveOptions,
   saveOptions,
 } from './storage/options.ts';
+import { type ResolvedS3, resolveS3, type S3Config } from './storage/s3-config.ts';
 import { type WalEntry, type WalStats, WriteAheadLog } from './wal/wal.ts';
 
-/** S3-compatible storage settings (shipping arrives with its own issue; kept for the API). */
-export interface S3Config {
-  bucket: string;
-  accessKeyId: string;
-  secretAccessKey: string;
-  region?: string;
-  endpointUrl?: string;
-  prefix?: string;
-  sessionToken?: string;
-}
+export type { S3Config } from './storage/s3-config.ts';
 
 export interface LoggerInit {
   instanceId?: string;
   instanceDir?: string;
   options?: PartialOptions;
+  /** Object-storage settings; each field given overrides its environment variables (never persisted). */
   s3?: S3Config;
   /** Milliseconds since the epoch; injectable for tests (day boundaries, batch ages). */
   clock?: () => number;
@@ -61,6 +70,13 @@ export interface LoggerInit {
    * write-ahead log segment). Default: one line on stderr.
    */
   log?: LogSink;
+  /** Runtime override, not persisted: false ships only through shipNow (`otelake ship`). */
+  autoShip?: boolean;
+  /**
+   * Shipping's timing: how often finished days are looked for (default 30 s) and the retry
+   * delays of failed steps (default 5 s doubling up to 15 min, with jitter).
+   */
+  shipperTiming?: ShipperTiming;
 }
 
 export type LogSink = (level: 'error' | 'warn' | 'info', message: string) => void;
@@ -119,7 +135,9 @@ export interface LoggerStats {
   aggregator: AggregatorStats;
   /** The write-ahead log (null with durability "memory"). */
   wal: WalStats | null;
-  shipper: { enabled: boolean; configured: boolean; state: string };
+  /** Day tables found damaged (see `otelake check`): ingest into today's answers 503, reads of them fail. */
+  damaged_tables: DamagedTable[];
+  shipper: ShipperStats;
 }
 
 export type FlushMode = 'auto' | 'none';
@@ -127,6 +145,9 @@ export type FlushMode = 'auto' | 'none';
 type State = 'created' | 'running' | 'stopping' | 'stopped';
 
 const OK: IngestTuple = Object.freeze([true, null]) as unknown as IngestTuple;
+
+/** How often whenDayLanded looks again at the queue and the batches. */
+const LANDED_POLL_MS = 20;
 
 /** How long `stop({ flush: 'auto' })` may take to write what is pending. */
 const STOP_FLUSH_TIMEOUT_MS = 30_000;
@@ -191,12 +212,20 @@ export class Logger {
   private readonly logSink: LogSink;
   /** Library rows waiting for the next write-ahead log write, per table and day (see collect). */
   private collecting = new Map<string, Collected>();
+  /** Rows captured for a day and not queued yet (their write-ahead log write is under way), by day. */
+  private readonly capturing = new Map<string, number>();
+  /** Object-storage settings: the `s3` argument over the environment. */
+  private readonly s3: ResolvedS3;
+  private shipper: Shipper | null = null;
+  private readonly damaged: DamagedTables;
 
   constructor(init: LoggerInit = {}) {
     this.init = init;
     this.clock = init.clock ?? Date.now;
     this.logSink = init.log ?? stderrSink;
+    this.damaged = new DamagedTables(this.clock);
     this.layout = new InstanceLayout(init.instanceDir ?? DEFAULT_DIR, init.instanceId ?? DEFAULT_INSTANCE_ID);
+    this.s3 = resolveS3(init.s3);
     this.ready = this.prepare();
     // A failed preparation surfaces through `ready` and every call; never as an unhandled rejection.
     this.ready.catch(() => {});
@@ -240,7 +269,15 @@ export class Logger {
     const phases = await readDayPhases(this.layout.daysIndex);
     for (const line of phases) this.openedDays.add(line.day);
     const today = this.producer.today();
-    await Promise.all(TABLE_NAMES.map((t) => this.table(t, today)));
+    // A table that cannot be opened is reported and refused alone: the others serve.
+    await Promise.all(
+      TABLE_NAMES.map((t) =>
+        this.table(t, today).catch((err: unknown) => {
+          if (damageOf(err) === null)
+            this.logSink('error', `cannot open the ${t} table of ${today}: ${(err as Error).message}`);
+        }),
+      ),
+    );
     if (opts.durability === 'wal') {
       const { wal, damaged } = await WriteAheadLog.open(this.layout.walDir);
       for (const path of damaged) {
@@ -266,8 +303,10 @@ export class Logger {
     // Running before replay: replayed rows drain into the tables while the log is read.
     this.aggregator.start();
     if (this.wal) await this.replay(this.wal, phases);
+    this.shipper = this.createShipper(opts);
+    await this.shipper.pendingDays();
     this.installHooks();
-    if (opts.auto_start) this.start();
+    if (opts.auto_start) await this.start();
   }
 
   /** What the aggregator needs of the write-ahead log. */
@@ -342,16 +381,58 @@ export class Logger {
     if (!t) {
       t = (async () => {
         await this.recordOpenDay(day);
-        return DeltaTable.createOrOpen(
+        const dt = await DeltaTable.createOrOpen(
           this.layout.tableDir(day, table),
           SCHEMAS[table],
           deltaOptions(this.options.storage_config),
         );
+        await this.checkOpened(dt, table, day);
+        return dt;
       })();
-      t.catch(() => this.tables.delete(key));
+      t.catch((err: unknown) => {
+        this.tables.delete(key);
+        const reason = damageOf(err);
+        if (reason !== null && this.damaged.note(table, day, reason, 'open')) {
+          this.logSink(
+            'error',
+            `the ${table} table of ${day} is damaged: ${reason}; ingest into it is refused, other tables ` +
+              'work on; `otelake check` says how to repair it',
+          );
+        }
+      });
       this.tables.set(key, t);
     }
     return t;
+  }
+
+  /**
+   * A table just opened: its live data files must be there and readable (else it is damaged, and
+   * closed again); a newest checkpoint that cannot be read is replaced by a new one, so that other
+   * readers, which start from it, can read the table again (ingest goes on meanwhile).
+   */
+  private async checkOpened(dt: DeltaTable, table: TableName, day: string): Promise<void> {
+    const problems = await dataFileProblems(dt);
+    if (problems.size > 0) {
+      await dt.close();
+      throw new DamagedTableError(table, day, [...problems.values()].join('; '));
+    }
+    if (dt.unreadableCheckpoints.length > 0) {
+      const what = dt.unreadableCheckpoints.map((c) => `checkpoint ${c.version} (${c.message})`).join(', ');
+      try {
+        await dt.mendCheckpoints();
+        this.logSink(
+          'warn',
+          `the ${table} table of ${day} had an unreadable ${what}: a new checkpoint mends it`,
+        );
+      } catch (err) {
+        this.logSink(
+          'error',
+          `the ${table} table of ${day} has an unreadable ${what}: ${(err as Error).message}`,
+        );
+      }
+    }
+    if (this.damaged.clear(table, day))
+      this.logSink('info', `the ${table} table of ${day} opens cleanly again`);
   }
 
   /** The aggregator's handle on a day's table; closing it (past days) forgets the table. */
@@ -374,13 +455,18 @@ export class Logger {
     await appendDayPhase(this.layout.daysIndex, { day, phase: 'open' });
   }
 
-  /** Starts accepting rows (idempotent). With `auto_start` false, ingest is refused until then. */
-  start(): void {
+  /**
+   * Starts accepting rows once the instance is prepared, so that `new Logger(...)`, `await
+   * start()`, ingest works as specified. Idempotent: a started logger resolves at once. With
+   * `auto_start` false, ingest is refused until then.
+   */
+  async start(): Promise<void> {
+    if (!this.aggregator) await this.ready;
     if (this.state === 'running') return;
     if (this.state !== 'created') throw new Error(`cannot start a logger that is ${this.state}`);
-    if (!this.aggregator) throw new Error('the logger is not ready yet: await logger.ready');
-    this.aggregator.start();
+    this.aggregator!.start();
     this.state = 'running';
+    this.shipper!.start(); // resumes unfinished past days (shipper_enabled and S3 configured)
   }
 
   /**
@@ -453,6 +539,7 @@ export class Logger {
         setImmediate(() => resolve(this.logCollected(key)));
       });
       this.collecting.set(key, c);
+      this.capture(day, 1);
     }
     for (const values of rows) c.builder.pushValues(values);
     c.reservations.push(res);
@@ -474,6 +561,8 @@ export class Logger {
     } catch {
       for (const r of c.reservations) this.producer!.cancel(r);
       return false;
+    } finally {
+      this.capture(c.day, -1);
     }
   }
 
@@ -530,20 +619,38 @@ export class Logger {
       this.producer!.fill(res, queued([]));
       return settle('accepted');
     }
+    this.capture(day, 1);
     try {
       await this.wal.append(entries, (logged) => this.producer!.fill(res, queued(logged)));
     } catch (err) {
       this.producer!.cancel(res);
       return settle('unavailable', `cannot write to the write-ahead log: ${(err as Error).message}`);
+    } finally {
+      this.capture(day, -1);
     }
     return settle('accepted');
   }
 
-  /** Why rows of these tables cannot be taken now (their writes are failing), or null. */
+  /** Why rows of these tables cannot be taken now (damaged, or their writes are failing), or null. */
   private unavailable(tables: readonly TableName[]): string | null {
+    const damage = this.damagedToday(tables);
+    if (damage) return damage;
     for (const t of tables) {
       const f = this.aggregator!.failure(t);
       if (f) return `writes to ${f.table} are failing: ${f.message}`;
+    }
+    return null;
+  }
+
+  /** Why one of these tables of today is damaged, or null; now and then it is tried again. */
+  private damagedToday(tables: readonly TableName[]): string | null {
+    const today = this.producer!.today();
+    for (const t of tables) {
+      const d = this.damaged.get(t, today);
+      if (!d) continue;
+      // Repaired meanwhile? Opening it again clears the entry; the refusal stands until then.
+      if (this.damaged.dueForRetry(t, today)) void this.table(t, today).catch(() => {});
+      return `the ${t} table of ${today} is damaged (${d.reason}); \`otelake check\` says how to repair it`;
     }
     return null;
   }
@@ -578,6 +685,7 @@ export class Logger {
     await this.ready.catch(() => {});
     this.state = 'stopping';
     this.removeHooks?.();
+    await this.shipper?.stop();
     const producer = this.producer;
     const aggregator = this.aggregator;
     if (producer && aggregator) {
@@ -651,6 +759,9 @@ export class Logger {
     }
     const walError = this.wal?.stats().last_error;
     if (walError) out.push(`write-ahead log write failed at ${walError.at}: ${walError.message}`);
+    for (const d of this.damaged.list()) {
+      out.push(`the ${d.table} table of ${d.day} is damaged (found ${d.since}): ${d.reason}`);
+    }
     return out;
   }
 
@@ -662,12 +773,72 @@ export class Logger {
       producer: this.producer.stats(),
       aggregator: this.aggregator.stats(),
       wal: this.wal?.stats() ?? null,
-      shipper: {
-        enabled: this.options.shipper_enabled,
-        configured: this.init.s3 !== undefined,
-        state: 'not_available',
-      },
+      damaged_tables: this.damaged.list(),
+      shipper: this.shipper!.stats(),
     };
+  }
+
+  // ---- shipping ----------------------------------------------------------------------------
+
+  private createShipper(opts: LoggerOptions): Shipper {
+    return new Shipper({
+      layout: this.layout,
+      s3: this.s3,
+      enabled: opts.shipper_enabled && this.init.autoShip !== false,
+      deltaOptions: deltaOptions(opts.storage_config),
+      today: () => this.producer!.today(),
+      whenDayLanded: (day) => this.whenDayLanded(day),
+      releaseDay: (day) => this.releaseDay(day),
+      ...(this.init.shipperTiming ? { timing: this.init.shipperTiming } : {}),
+    });
+  }
+
+  /**
+   * Seals, uploads, verifies and cleans a finished day now, from its last recorded phase (see
+   * src/shipping/shipper.ts). Rejects with a ShipError for the current day, a future day, a day
+   * without data or an incomplete S3 configuration; a failed step is in the summary.
+   */
+  async shipNow(day: string, opts: { onProgress?: (p: ShipProgress) => void } = {}): Promise<ShipSummary> {
+    await this.ready;
+    return this.shipper!.shipNow(day, opts);
+  }
+
+  /** Finished days not shipped (cleaned) yet, oldest first. */
+  async unshippedDays(): Promise<string[]> {
+    await this.ready;
+    return this.shipper!.pendingDays();
+  }
+
+  /**
+   * Resolves once every row of `day` accepted by this logger has landed in its Delta tables:
+   * nothing of the day (or before) waiting for its write-ahead log write, in the producer queue,
+   * in the aggregator's batches or in writes in flight. Rows the log holds from an earlier
+   * process were queued by the replay at start. Only a past day can be waited for usefully (today keeps receiving rows). Rejects when
+   * the logger stops meanwhile: a day must not be sealed while a stop flushes it.
+   */
+  async whenDayLanded(day: string): Promise<void> {
+    await this.ready;
+    const producer = this.producer!;
+    const aggregator = this.aggregator!;
+    const capturing = () => [...this.capturing.keys()].some((d) => d <= day);
+    while (capturing() || producer.holdsDayOrEarlier(day) || aggregator.pendingRowsOf(day) > 0) {
+      if (this.state !== 'running') throw new Error(`the logger is ${this.state}: day ${day} has not landed`);
+      await new Promise((r) => setTimeout(r, LANDED_POLL_MS));
+    }
+  }
+
+  /** Counts rows captured for `day` whose write-ahead log write is under way (see whenDayLanded). */
+  private capture(day: string, n: number): void {
+    const left = (this.capturing.get(day) ?? 0) + n;
+    if (left > 0) this.capturing.set(day, left);
+    else this.capturing.delete(day);
+  }
+
+  /** Closes this logger's tables of a finished day (before it is sealed and before it is removed). */
+  private async releaseDay(day: string): Promise<void> {
+    const open = [...this.tables].filter(([key]) => key.endsWith(`/${day}`));
+    for (const [key] of open) this.tables.delete(key);
+    await Promise.all(open.map(([, t]) => t.then((dt) => dt.close()).catch(() => {})));
   }
 
   // ---- reads -------------------------------------------------------------------------------
@@ -692,7 +863,43 @@ export class Logger {
     query: ReadQuery = {},
     opts: { returnAs?: 'objects' | 'lazy'; signal?: AbortSignal } = {},
   ): Promise<Row[] | LazyDataFrame> {
-    return readTable(this.layout, table, query, opts);
+    return this.noteReadDamage(table, query, readTable(this.layout, table, query, { ...opts, s3: this.s3 }));
+  }
+
+  /** A read's outcome for the damaged-table list: a damaged table it met, or days it read cleanly. */
+  private async noteReadDamage<T>(table: TableName, query: ReadQuery, reading: Promise<T>): Promise<T> {
+    try {
+      const out = await reading;
+      this.damaged.clearRead(table, query.dateFrom, query.dateTo);
+      return out;
+    } catch (err) {
+      this.noteReadFailure(err);
+      throw err;
+    }
+  }
+
+  private noteReadFailure(err: unknown): void {
+    if (err instanceof DamagedTableError && this.damaged.note(err.table, err.day, err.reason, 'read'))
+      this.logSink('error', err.message);
+  }
+
+  /**
+   * The slices of rows of a read (see streamRows: each about `chunkBytes` of values, read when
+   * the loop asks for it), with the values cut and the bytes of each; the HTTP reads use it.
+   * Shipped days are read with the Logger's object-storage settings.
+   */
+  async *readChunks(
+    table: TableName,
+    query: ReadQuery = {},
+    opts: Omit<StreamOptions, 's3'> = {},
+  ): AsyncGenerator<ReadChunk, void, undefined> {
+    try {
+      yield* streamRows(this.layout, table, query, { ...opts, s3: this.s3 });
+    } catch (err) {
+      this.noteReadFailure(err);
+      throw err;
+    }
+    this.damaged.clearRead(table, query.dateFrom, query.dateTo);
   }
 
   /**
@@ -704,7 +911,7 @@ export class Logger {
     query: ReadQuery = {},
     opts: { signal?: AbortSignal } = {},
   ): AsyncGenerator<Row, void, undefined> {
-    for await (const chunk of streamRows(this.layout, table, query, opts)) yield* chunk.rows;
+    for await (const chunk of this.readChunks(table, query, opts)) yield* chunk.rows;
   }
 
   readLogs<A extends ReadArgs>(q?: A): Promise<ReadOutput<A>> {
@@ -731,9 +938,10 @@ export class Logger {
     // readTable checks returnAs (and rejects an invalid one).
     const out = readTable(this.layout, table, query, {
       returnAs: returnAs ?? 'objects',
+      s3: this.s3,
       ...(signal ? { signal } : {}),
     });
-    return out as Promise<ReadOutput<A>>; // returnAs decides which of the two it is
+    return this.noteReadDamage(table, query, out) as Promise<ReadOutput<A>>; // returnAs decides which
   }
 }
 

@@ -114,13 +114,30 @@ describe('Logger', () => {
       handleSignals: false,
     });
     assert.deepEqual(await logger.ingestLog({ project_id: 'p', time_unix_nano: 1n }), [false, 'not_started']);
-    logger.start();
-    logger.start();
+    await Promise.all([logger.start(), logger.start()]);
+    await logger.start();
     assert.deepEqual(await logger.ingestLog({ project_id: 'p', time_unix_nano: 1n }), [true, null]);
     await logger.stop();
     assert.deepEqual(await logger.ingestLog({ project_id: 'p', time_unix_nano: 1n }), [false, 'stopped']);
+    await assert.rejects(logger.start(), /cannot start a logger that is stopped/);
     assert.equal((await logger.readLogs()).length, 1);
   });
+
+  for (const autoStart of [false, true]) {
+    it(`the specified order works: construct, await start(), ingest (auto_start ${autoStart})`, async () => {
+      const logger = new Logger({
+        instanceDir: dir,
+        instanceId: `order-${autoStart}`,
+        options: { auto_start: autoStart },
+        handleSignals: false,
+      });
+      // start() right after the constructor waits for the instance to be prepared.
+      await logger.start();
+      assert.deepEqual(await logger.ingestLog({ project_id: 'p', time_unix_nano: 1n }), [true, null]);
+      await logger.stop();
+      assert.equal((await logger.readLogs()).length, 1);
+    });
+  }
 
   it('reloads the saved options when created without options', async () => {
     const a = await Logger.open({

@@ -10,9 +10,13 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
-# The scenarios of write_tables.ts.
-SCENARIOS = ["appends", "checkpoint", "optimize", "vacuum", "autocompact", "sealed"]
+# The scenarios of write_tables.ts. The shipped day's tables are read from the S3 server.
+SCENARIOS = ["appends", "checkpoint", "optimize", "vacuum", "autocompact", "sealed", "shipped"]
+# Those whose tables are local folders, for the tests that look at the files and the log on disk
+# (a shipped table's files are its local copy's, byte for byte, which verification checked).
+LOCAL_SCENARIOS = [s for s in SCENARIOS if s != "shipped"]
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 # Timestamps a Python datetime holds (years 1-9999), in microseconds.
 DATETIME_MIN_US = -62135596800000000
@@ -72,8 +76,13 @@ def rows_at(report, version: int) -> int:
 # --- the log ----------------------------------------------------------------------------------------
 
 
+def table_dir(report) -> Path:
+    """The table's folder on disk: for a shipped table, the local copy it was uploaded from."""
+    return Path(report.get("localCopy") or report["dir"])
+
+
 def log_dir(report) -> Path:
-    return Path(report["dir"]) / "_delta_log"
+    return table_dir(report) / "_delta_log"
 
 
 def commit_versions(report) -> list[int]:
@@ -92,7 +101,7 @@ def commit_time_ms(report, version: int) -> int:
 
 def readable_versions(report) -> list[int]:
     """The versions whose files are all still on disk (VACUUM deleted those of the older ones)."""
-    on_disk = {p.name for p in Path(report["dir"]).glob("*.parquet")}
+    on_disk = {p.name for p in table_dir(report).glob("*.parquet")}
     live: set[str] = set()
     readable = []
     for v in commit_versions(report):
@@ -157,10 +166,20 @@ def as_datetime(us: int) -> datetime:
 KINDS = ("string", "long", "integer", "double", "timestamp")
 
 
+def metadata(report) -> dict:
+    """The table's metaData action: from the first commit holding one, or from the checkpoint when
+    the commits before it were removed (a shipped day)."""
+    for v in commit_versions(report):
+        for a in commit_actions(report, v):
+            if "metaData" in a:
+                return a["metaData"]
+    checkpoint = log_dir(report) / f"{report['checkpointVersion']:020d}.checkpoint.parquet"
+    return next(m for m in pq.read_table(checkpoint, columns=["metaData"]).column("metaData").to_pylist() if m)
+
+
 def column_kinds(report) -> dict[str, str]:
     """Scalar columns of the table with a kind filters understand, from the log's schema."""
-    meta = next(a["metaData"] for a in commit_actions(report, 0) if "metaData" in a)
-    fields = json.loads(meta["schemaString"])["fields"]
+    fields = json.loads(metadata(report)["schemaString"])["fields"]
     return {f["name"]: f["type"] for f in fields if isinstance(f["type"], str) and f["type"] in KINDS}
 
 

@@ -16,7 +16,15 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import run_node
 from deltalake import DeltaTable, QueryBuilder
-from expected import EPOCH, SCENARIOS, commit_time_ms, commit_versions, expected_rows, log_dir, normalize
+from expected import (
+    EPOCH,
+    LOCAL_SCENARIOS,
+    commit_time_ms,
+    commit_versions,
+    expected_rows,
+    log_dir,
+    normalize,
+)
 
 STRING_STATS_PREFIX = 32
 
@@ -24,7 +32,7 @@ STRING_STATS_PREFIX = 32
 # --- the engine's own view -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS)
+@pytest.mark.parametrize("scenario", LOCAL_SCENARIOS)
 def test_deltalake_sees_the_version_and_files(written, scenario):
     for report in written[scenario]:
         dt = DeltaTable(report["dir"])
@@ -32,7 +40,7 @@ def test_deltalake_sees_the_version_and_files(written, scenario):
         assert sorted(os.path.basename(u) for u in dt.file_uris()) == sorted(report["files"])
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS)
+@pytest.mark.parametrize("scenario", LOCAL_SCENARIOS)
 def test_commit_times_strictly_increase(written, scenario):
     """Each commit records a later time than the one before, and its file carries the same time
     (readers without in-commit timestamps take it from there); delta-rs' history agrees."""
@@ -197,7 +205,7 @@ def floor_ms(us: int) -> datetime:
     return EPOCH + timedelta(milliseconds=us // 1000)
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS)
+@pytest.mark.parametrize("scenario", LOCAL_SCENARIOS)
 def test_stats_match_file_contents(written, scenario):
     for report in written[scenario]:
         dt = DeltaTable(report["dir"])

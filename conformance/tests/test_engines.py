@@ -1,7 +1,8 @@
 """Every engine users query with (tests/engines.py: delta-rs, Polars, DuckDB, Daft, Spark) reads
-every table of every scenario, and finds every cell the writer wrote (and what Polars reads): at
-the latest version, at earlier versions, through filters whose answers depend on each file's
-statistics, and from the latest checkpoint alone with the JSON commits before it deleted."""
+every table of every scenario, a shipped day from the S3 server included, and finds every cell the
+writer wrote (and what Polars reads): at the latest version, at earlier versions, through filters
+whose answers depend on each file's statistics, and from the latest checkpoint alone with the JSON
+commits before it deleted."""
 
 import json
 import shutil
@@ -11,7 +12,7 @@ from pathlib import Path
 import polars as pl
 import pyarrow.parquet as pq
 import pytest
-from engines import ENGINES
+from engines import ENGINES, S3
 from expected import (
     SCENARIOS,
     Filter,
@@ -27,18 +28,18 @@ from expected import (
 
 
 @cache
-def polars_rows(path: str) -> list:
+def polars_rows(path: str, s3: S3) -> list:
     """The reference: Polars' eager reader."""
-    return normalize(pl.read_delta(path).to_arrow())
+    return normalize(pl.read_delta(path, storage_options=s3.options_for(path)).to_arrow())
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
-def test_reads_every_cell(engine, written, scenario):
+def test_reads_every_cell(engine, written, scenario, s3_server):
     for report in written[scenario]:
         got = normalize(engine.read(report["dir"]))
         assert len(got) == report["rowCount"] == len(report["rows"]), report["table"]
         assert got == expected_rows(report), report["table"]
-        assert got == polars_rows(report["dir"]), report["table"]
+        assert got == polars_rows(report["dir"], s3_server), report["table"]
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)

@@ -3,6 +3,7 @@ aggregates it answers from the log's statistics alone."""
 
 import pytest
 from expected import (
+    LOCAL_SCENARIOS,
     SCENARIOS,
     column_kinds,
     commit_time_ms,
@@ -29,10 +30,12 @@ def test_time_travel_by_timestamp(spark, written, scenario):
                 assert normalize(spark.read_at(report["dir"], before_next)) == want, (report["table"], v)
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS)
+@pytest.mark.parametrize("scenario", LOCAL_SCENARIOS)
 def test_history_has_the_commit_times(spark, written, scenario):
     """Spark takes a commit's time from its file and shifts any that is not after the one before;
-    here none needs shifting, so its history shows the times the commits recorded."""
+    here none needs shifting, so its history shows the times the commits recorded. (Not for a
+    shipped day: object storage gives a file the time of its upload, and only the seal's last
+    commit is left there to travel to.)"""
     for report in written[scenario]:
         want = [(v, commit_time_ms(report, v)) for v in commit_versions(report)]
         assert spark.history(report["dir"]) == want, report["table"]

@@ -22,12 +22,23 @@ export function processAlive(pid: number): boolean {
 function looksLikeOtelake(pid: number): boolean {
   let cmdline: string;
   try {
+    if (isZombie(pid)) return false;
     cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
   } catch {
     return true; // no procfs (macOS, Windows) or the process just exited: trust the signal check
   }
-  if (cmdline === '') return true; // a zombie or kernel thread: let the signal check decide
+  if (cmdline === '') return true; // a kernel thread: let the signal check decide
   return /otelake|[\\/]cli[\\/]main\.[jt]s/.test(cmdline);
+}
+
+/**
+ * Whether the process has exited and only its parent has yet to collect its status, which a
+ * container's init may do more than a second later (a detached server's parent is init). Throws
+ * where there is no procfs.
+ */
+export function isZombie(pid: number): boolean {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return stat[stat.lastIndexOf(')') + 2] === 'Z';
 }
 
 /** The process id in a pidfile, or undefined when there is no pidfile. */

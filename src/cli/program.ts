@@ -42,10 +42,15 @@ export type BoundStartFlags = StartFlags & { host: string; port: number };
 export interface StopFlags extends InstanceFlags {
   force: boolean;
 }
-export interface StatusFlags {
-  host: string;
-  port: number;
+export interface StatusFlags extends InstanceFlags {
+  /** Neither given: the instance's recorded server. Else one not given: the instance's server_config. */
+  host?: string;
+  port?: number;
   timeout: number;
+}
+export interface ShipFlags extends InstanceFlags {
+  day?: string;
+  all: boolean;
 }
 export interface ViewFlags extends InstanceFlags {
   storage: Storage;
@@ -98,11 +103,14 @@ export function buildProgram(): Command {
     .option('-F, --force', 'kill the server if it does not stop gracefully in time', false)
     .action(async (flags: StopFlags) => (await import('./stop.ts')).stopCommand(flags));
 
-  program
-    .command('status')
+  instanceOptions(program.command('status'), 'whose server to probe')
     .description("show a running server's health: queue, accepted/rejected/dropped rows, writes")
-    .option('-H, --host <host>', 'server to probe', parseHost, '127.0.0.1')
-    .option('-P, --port <port>', 'server port', parsePort, 4318)
+    .option(
+      '-H, --host <host>',
+      "server to probe (default: where the instance's server listens, else 127.0.0.1)",
+      parseHost,
+    )
+    .option('-P, --port <port>', "server port (default: the instance's server, else 4318)", parsePort)
     .option('-T, --timeout <seconds>', 'HTTP timeout in seconds', parseSeconds, 5.0)
     .action(async (flags: StatusFlags) => (await import('./status.ts')).statusCommand(flags));
 
@@ -156,6 +164,17 @@ export function buildProgram(): Command {
     .action(async (id: string, flags: InstanceFlags) =>
       (await import('./token.ts')).tokenRevokeCommand(flags, id),
     );
+
+  instanceOptions(program.command('ship'), 'to ship')
+    .description('seal, upload to S3, verify and clean finished days now (the server must not be running)')
+    .option('--day <YYYY-MM-DD>', 'the finished UTC day to ship', parseDay)
+    .option('--all', 'every finished day not shipped yet, oldest first', false)
+    .action(async (flags: ShipFlags) => (await import('./ship.ts')).shipCommand(flags));
+  instanceOptions(program.command('check'), 'to check')
+    .description(
+      'validate every table of an instance (log, checkpoints, data files) and say how to repair damage',
+    )
+    .action(async (flags: InstanceFlags) => (await import('./check.ts')).checkCommand(flags));
 
   return program;
 }

@@ -146,3 +146,16 @@ function capToFit(
   }
   return out;
 }
+
+/** A byte count in B, KiB, MiB... (one decimal). */
+export function bytes(v: unknown): string {
+  if (typeof v !== 'number') return v == null ? '-' : String(v);
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let x = v;
+  let u = 0;
+  while (x >= 1024 && u < units.length - 1) {
+    x /= 1024;
+    u++;
+  }
+  return `${x.toFixed(u === 0 ? 0 : 1)} ${units[u]}`;
+}

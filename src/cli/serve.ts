@@ -10,10 +10,32 @@ import type { BoundStartFlags } from './program.ts';
 
 const STOP_SIGNALS: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
 
+/** On a terminal, one readable line per event (time, level, message); elsewhere JSON lines. */
+async function terminalLog(): Promise<{ level: string; stream: NodeJS.WritableStream }> {
+  const { default: pretty } = await import('pino-pretty');
+  return {
+    level: 'info',
+    stream: pretty({
+      colorize: true,
+      sync: true,
+      translateTime: 'SYS:HH:MM:ss.l',
+      // Said in the message already (the refusal fields are for JSON consumers).
+      ignore: 'pid,hostname,reqId,refusal,refusals_left_out',
+    }),
+  };
+}
+
+export interface ServeHooks {
+  /** Once the server listens, with the port it bound (flags.port, or the one picked for 0). */
+  onListening?: (port: number) => Promise<void>;
+  /** A second signal ends the process at once: what must not be left behind. */
+  onSecondSignal?: () => void;
+}
+
 export async function serveUntilStopped(
   flags: BoundStartFlags,
   layout: InstanceLayout,
-  onSecondSignal: () => void = () => {},
+  hooks: ServeHooks = {},
 ): Promise<void> {
   const { runServer } = await import('../server/index.ts');
   let running: Awaited<ReturnType<typeof runServer>>;
@@ -25,6 +47,7 @@ export async function serveUntilStopped(
       port: flags.port,
       // Our own handlers: the pidfile must outlive the flush, and the server must not exit for us.
       handleSignals: false,
+      ...(process.stdout.isTTY ? { log: await terminalLog() } : {}),
     });
   } catch (err) {
     const bind = bindError(err, flags.host, flags.port);
@@ -34,12 +57,13 @@ export async function serveUntilStopped(
     throw err;
   }
 
+  await hooks.onListening?.(running.port);
   await new Promise<void>((done, fail) => {
     let stopping = false;
     const onSignal = (signal: NodeJS.Signals): void => {
       if (stopping) {
         running.app.log.warn(`${signal} again: exiting without waiting for the flush`);
-        onSecondSignal();
+        hooks.onSecondSignal?.();
         process.exit(1);
       }
       stopping = true;

@@ -11,12 +11,12 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { isLoopback } from '../server/loopback.ts';
 import { InstanceLayout } from '../storage/layout.ts';
-import { defaultOptions, resolveOptions } from '../storage/options.ts';
 import { bindError } from './bind.ts';
 import { CliError, UsageError } from './errors.ts';
 import { baseUrl, getJson, reachableHost } from './http.ts';
 import { claimPidFile, processAlive, readPid, removePidFile, removePidFileSync } from './pidfile.ts';
 import type { BoundStartFlags, StartFlags } from './program.ts';
+import { removeServerAddress, savedServerConfig, writeServerAddress } from './server-address.ts';
 
 /** The launcher, at the same place relative to src/cli and dist/cli. */
 const LAUNCHER = fileURLToPath(new URL('../../bin/otelake.js', import.meta.url));
@@ -46,15 +46,7 @@ export async function startCommand(given: StartFlags): Promise<void> {
 async function bindAddress(flags: StartFlags, layout: InstanceLayout): Promise<BoundStartFlags> {
   if (flags.host !== undefined && flags.port !== undefined)
     return { ...flags, host: flags.host, port: flags.port };
-  let server = defaultOptions().server_config;
-  try {
-    // Saved options over the defaults, validated (missing options.json: the defaults).
-    server = (await resolveOptions(layout.optionsFile, undefined)).server_config;
-  } catch (err) {
-    // An unusable --dir (a system error) is reported by the server's own start.
-    if (!(err as NodeJS.ErrnoException).code)
-      throw new CliError(err instanceof Error ? err.message : String(err));
-  }
+  const server = await savedServerConfig(layout);
   return { ...flags, host: flags.host ?? server.host, port: flags.port ?? server.port };
 }
 
@@ -201,14 +193,26 @@ async function runInForeground(flags: BoundStartFlags, layout: InstanceLayout): 
   }
   try {
     const { serveUntilStopped } = await import('./serve.ts');
-    await serveUntilStopped(
-      flags,
-      layout,
-      () => flags.pidfile && removePidFileSync(layout.pidFile, process.pid),
-    );
+    await serveUntilStopped(flags, layout, {
+      onListening: async (port) => {
+        if (flags.pidfile) await recordAddress(layout, flags.host, port);
+      },
+      onSecondSignal: () => flags.pidfile && removePidFileSync(layout.pidFile, process.pid),
+    });
   } finally {
-    if (flags.pidfile) await removePidFile(layout.pidFile, process.pid);
+    if (flags.pidfile) await forgetServer(layout);
   }
+}
+
+/** Beside the pidfile: where this server listens, so that `status` and `stop` find it from -I/-D. */
+function recordAddress(layout: InstanceLayout, host: string, port: number): Promise<void> {
+  const url = baseUrl(reachableHost(host), port);
+  return writeServerAddress(layout.addressFile, { pid: process.pid, url });
+}
+
+async function forgetServer(layout: InstanceLayout): Promise<void> {
+  await removeServerAddress(layout.addressFile, process.pid);
+  await removePidFile(layout.pidFile, process.pid);
 }
 
 /** A supervisor that owns the pidfile and restarts its server child when the code changes. */
@@ -258,8 +262,10 @@ async function superviseWithReload(flags: BoundStartFlags, layout: InstanceLayou
   });
 
   say(`watching ${CODE_ROOT} for changes`);
-  launch();
   try {
+    // The children bind flags.port (a port 0 would differ from one child to the next: unrecorded).
+    if (flags.port !== 0) await recordAddress(layout, flags.host, flags.port);
+    launch();
     await new Promise<void>((done) => {
       const onSignal = async () => {
         if (stopping) return;
@@ -275,6 +281,6 @@ async function superviseWithReload(flags: BoundStartFlags, layout: InstanceLayou
       process.on('SIGTERM', onSignal);
     });
   } finally {
-    await removePidFile(layout.pidFile, process.pid);
+    await forgetServer(layout);
   }
 }

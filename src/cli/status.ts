@@ -1,12 +1,14 @@
-// `otelake status`: GET /healthz of a running server and show its process, producer (queue,
-// accepted, rejected and dropped rows by reason) and aggregator (pending rows per table, writes,
-// last flush, last error) as tables.
+// `otelake status`: GET /healthz of a running server (the instance's own, found from -I/-D, unless
+// --host/--port name one) and show its process, producer (queue, accepted, rejected and dropped
+// rows by reason) and aggregator (pending rows per table, writes, last flush, last error) as tables.
 
 import { TABLE_NAMES } from '../schema/tables.ts';
+import { InstanceLayout } from '../storage/layout.ts';
 import { CliError } from './errors.ts';
-import { baseUrl, getJson } from './http.ts';
+import { baseUrl, getJson, reachableHost } from './http.ts';
 import type { StatusFlags } from './program.ts';
-import { grid, outputWidth, panel } from './render.ts';
+import { bytes, grid, outputWidth, panel } from './render.ts';
+import { liveServerAddress, savedServerConfig } from './server-address.ts';
 
 type Json = Record<string, unknown>;
 
@@ -46,21 +48,41 @@ export function duration(seconds: number): string {
   return `${Math.floor(h / 24)} d ${h % 24} h`;
 }
 
-function bytes(v: unknown): string {
-  if (typeof v !== 'number') return num(v);
-  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
-  let x = v;
-  let u = 0;
-  while (x >= 1024 && u < units.length - 1) {
-    x /= 1024;
-    u++;
-  }
-  return `${x.toFixed(u === 0 ? 0 : 1)} ${units[u]}`;
-}
-
 /** A group of the /healthz answer (`producer`, `aggregator`, `shipper`), if present. */
 function group(health: Json, name: string): Json | undefined {
   return isObject(health[name]) ? (health[name] as Json) : undefined;
+}
+
+/** The shipper's state: what it does now, what waits, the last day shipped and the last error. */
+function shipperRows(s: Json, now: number): [string, string][] {
+  const rows: [string, string][] = [];
+  let state = String(s.state ?? '-');
+  if (s.state === 'shipping' && typeof s.day === 'string') {
+    state += ` ${s.day}: ${s.step ?? ''}`;
+    if (s.step === 'upload')
+      state += `, ${bytes(s.bytes_done)} of ${bytes(s.bytes_total)}, ${num(s.files_done)}/${num(s.files_total)} files`;
+  }
+  rows.push(['state', state]);
+  rows.push(['enabled', s.enabled === false ? 'no (ship with otelake ship)' : 'yes']);
+  if (s.configured === false) {
+    const missing =
+      Array.isArray(s.missing) && s.missing.length > 0 ? `: missing ${s.missing.join(', ')}` : '';
+    rows.push(['configured', `no${missing}`]);
+  }
+  if (s.days_pending !== undefined) rows.push(['days pending', num(s.days_pending)]);
+  if (typeof s.next_retry_at === 'string') rows.push(['next retry', s.next_retry_at]);
+  const shipped = s.last_shipped;
+  rows.push(['last shipped', isObject(shipped) ? `${shipped.day} (${ago(shipped.at, now)})` : 'none']);
+  const err = s.last_error;
+  rows.push([
+    'last error',
+    isObject(err)
+      ? `${ago(err.at, now)}: ${err.day} ${err.step}: ${err.message}`
+      : err == null
+        ? 'none'
+        : String(err),
+  ]);
+  return rows;
 }
 
 /** The status report as text (exported for tests). */
@@ -151,25 +173,39 @@ export function renderHealth(health: Json, url: string, now = Date.now(), width 
   }
 
   const shipper = group(health, 'shipper');
-  if (shipper) {
-    out.push(
-      panel(
-        'shipper',
-        Object.entries(shipper).map(([k, v]) => [
-          k.replace(/_/g, ' '),
-          isObject(v) || Array.isArray(v) ? JSON.stringify(v) : String(v),
-        ]),
-        width,
-      ),
-    );
-  }
+  if (shipper) out.push(panel('shipper', shipperRows(shipper, now), width));
   return out.join('\n') + '\n';
 }
 
+/**
+ * The server to probe: the instance's (-I/-D) where `start` recorded it, unless --host or --port
+ * is given; a flag not given takes the instance's server_config (defaults 127.0.0.1 and 4318, as
+ * specified), with a note for the error when no server of the instance was recorded.
+ */
+async function target(flags: StatusFlags): Promise<{ url: string; unrecorded?: string }> {
+  if (flags.host !== undefined && flags.port !== undefined) return { url: baseUrl(flags.host, flags.port) };
+  const layout = new InstanceLayout(flags.dir, flags.instanceId);
+  if (flags.host === undefined && flags.port === undefined) {
+    const recorded = await liveServerAddress(layout.addressFile);
+    if (recorded) return { url: recorded.url };
+  }
+  const config = await savedServerConfig(layout);
+  const url = baseUrl(flags.host ?? reachableHost(config.host), flags.port ?? config.port);
+  if (flags.host !== undefined || flags.port !== undefined) return { url };
+  return {
+    url,
+    unrecorded: `no server of instance '${layout.instanceId}' runs from ${layout.root}; give --host/--port for one started otherwise`,
+  };
+}
+
 export async function statusCommand(flags: StatusFlags): Promise<void> {
-  const url = baseUrl(flags.host, flags.port);
+  const { url, unrecorded } = await target(flags);
   const res = await getJson(`${url}/healthz`, flags.timeout);
-  if (!res.ok) throw new CliError(`cannot get the status of otelake at ${url}: ${res.reason}`);
+  if (!res.ok) {
+    throw new CliError(
+      `cannot get the status of otelake at ${url}: ${res.reason}${unrecorded ? ` (${unrecorded})` : ''}`,
+    );
+  }
   if (!isObject(res.body)) throw new CliError(`unexpected answer from ${url}/healthz (not a JSON object)`);
   process.stdout.write(renderHealth(res.body, url));
   // Reachable but unwell (any state other than ok): scripts and probes see a failure.

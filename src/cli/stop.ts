@@ -1,6 +1,6 @@
-// `otelake stop`: SIGTERM to the pid in the pidfile, then wait for the server to flush and exit.
-// `--force` escalates to SIGKILL when the graceful stop takes too long (SIGTERM again where
-// SIGKILL does not exist). A pidfile whose process is gone is removed.
+// `otelake stop`: SIGTERM to the pid in the instance's pidfile (found from -I/-D), then wait for
+// the server to flush and exit. `--force` escalates to SIGKILL when the graceful stop takes too
+// long (SIGTERM again where SIGKILL does not exist). A pidfile whose process is gone is removed.
 
 import { constants } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -8,6 +8,7 @@ import { InstanceLayout } from '../storage/layout.ts';
 import { CliError } from './errors.ts';
 import { processAlive, readPid, removePidFile } from './pidfile.ts';
 import type { StopFlags } from './program.ts';
+import { readServerAddress, removeServerAddress } from './server-address.ts';
 
 /** Seconds a graceful stop may take (flushing pending batches); OTELAKE_STOP_GRACE_S overrides. */
 function graceSeconds(): number {
@@ -35,6 +36,11 @@ function signal(pid: number, sig: NodeJS.Signals): void {
   }
 }
 
+async function forget(layout: InstanceLayout, pid: number): Promise<void> {
+  await removeServerAddress(layout.addressFile, pid);
+  await removePidFile(layout.pidFile, pid);
+}
+
 export async function stopCommand(flags: StopFlags): Promise<void> {
   const layout = new InstanceLayout(flags.dir, flags.instanceId);
   const pid = await readPid(layout.pidFile);
@@ -44,7 +50,7 @@ export async function stopCommand(flags: StopFlags): Promise<void> {
     );
   }
   if (pid === 0 || !processAlive(pid)) {
-    await removePidFile(layout.pidFile, pid);
+    await forget(layout, pid);
     throw new CliError(
       `no server is running for instance '${layout.instanceId}': removed a stale pidfile` +
         (pid === 0 ? ' (unreadable)' : ` (process ${pid} no longer exists)`),
@@ -52,10 +58,12 @@ export async function stopCommand(flags: StopFlags): Promise<void> {
   }
 
   const grace = graceSeconds();
-  process.stdout.write(`stopping otelake (pid ${pid}), waiting up to ${grace} s for it to flush...\n`);
+  const address = await readServerAddress(layout.addressFile);
+  const at = address?.pid === pid ? ` at ${address.url}` : '';
+  process.stdout.write(`stopping otelake (pid ${pid}${at}), waiting up to ${grace} s for it to flush...\n`);
   signal(pid, 'SIGTERM');
   if (await waitForExit(pid, grace)) {
-    await removePidFile(layout.pidFile, pid); // normally the server removed it already
+    await forget(layout, pid); // normally the server removed its files already
     process.stdout.write('stopped\n');
     return;
   }
@@ -70,6 +78,6 @@ export async function stopCommand(flags: StopFlags): Promise<void> {
   if (!(await waitForExit(pid, 10))) {
     throw new CliError(`the server (pid ${pid}) is still running after ${kill}`);
   }
-  await removePidFile(layout.pidFile, pid);
+  await forget(layout, pid);
   process.stdout.write('killed; rows still in its memory were not written\n');
 }

@@ -179,7 +179,11 @@ export async function viewCommand(flags: ViewFlags): Promise<void> {
     if (flags.follow) await follow(layout, table, columns, query, flags.select ? [] : HIDE_FIRST[table]);
     else await show(layout, table, columns, query, flags);
   } catch (err) {
-    if (err instanceof read.StorageUnavailableError || err instanceof read.ReadLimitError)
+    if (
+      err instanceof read.StorageUnavailableError ||
+      err instanceof read.ReadLimitError ||
+      err instanceof read.DamagedTableError
+    )
       throw new CliError(err.message);
     if (err instanceof TypeError) throw new UsageError(toFlagNames(err.message));
     throw err;

@@ -288,6 +288,13 @@ export function transferables(batches: Batches): ArrayBuffer[] {
   }
   return [...out];
 }
+/** Bytes of the buffers holding the batches (what moving them to a worker moves). */
+export function batchBytes(batches: Batches): number {
+  let n = 0;
+  for (const b of transferables(batches)) n += b.byteLength;
+  return n;
+}
+
 /** False once the batches' buffers were transferred away (and not handed back). */
 export function isIntact(batches: Batches): boolean {
   return transferables(batches).every((b) => !b.detached);
@@ -711,7 +718,9 @@ export class BatchBuilder {
           if (c.utf8) {
             c.utf8.push(v as string | null);
             if (v !== null) c.valid![at + i - from] = 1;
-          } else c.items!.push(v);
+            // A copy: a list of an unpacked batch is a view of its buffer, which moves to the
+            // Parquet worker with this batch while the rest of the source may still be queued.
+          } else c.items!.push(v === null ? null : (v as BigInt64Array | Float64Array).slice());
         }
         continue;
       }

@@ -10,7 +10,8 @@
 // bloom filters, chunks in other files, a footer that does not encode back to its own bytes) is
 // left to the caller, who rewrites the files instead.
 
-import { type FileHandle, open, unlink } from 'node:fs/promises';
+import { open, unlink } from 'node:fs/promises';
+import { ParquetFileError, readAt, readFooter } from './parquet-footer.ts';
 import {
   CC_COLUMN_INDEX_LENGTH,
   CC_COLUMN_INDEX_OFFSET,
@@ -65,13 +66,6 @@ interface Input {
   indexes: Map<TStruct, [Uint8Array | null, TStruct | null]>;
 }
 
-async function readAt(fh: FileHandle, position: number, length: number): Promise<Buffer> {
-  const buf = Buffer.allocUnsafe(length);
-  const { bytesRead } = await fh.read(buf, 0, length, position);
-  if (bytesRead !== length) throw new NotConcatenable('file shorter than its footer says');
-  return buf;
-}
-
 const rowGroups = (meta: TStruct): TStruct[] => structItems(meta, FMD_ROW_GROUPS);
 const chunks = (rowGroup: TStruct): TStruct[] => structItems(rowGroup, RG_COLUMNS);
 
@@ -79,14 +73,7 @@ async function readInput(path: string, minRowGroupRows: number): Promise<Input> 
   const fh = await open(path, 'r');
   try {
     const size = (await fh.stat()).size;
-    if (size < 12) throw new NotConcatenable('not a Parquet file');
-    const tail = await readAt(fh, size - 8, 8);
-    if (!tail.subarray(4).equals(MAGIC)) throw new NotConcatenable('not a Parquet file');
-    const footerLength = tail.readUInt32LE(0);
-    const footerStart = size - 8 - footerLength;
-    if (footerStart < 4) throw new NotConcatenable('bad footer length');
-    const footer = await readAt(fh, footerStart, footerLength);
-    const meta = decodeStruct(footer);
+    const { meta, bytes: footer, start: footerStart } = await readFooter(fh, size);
     // Every field is kept by re-encoding it: only a footer that encodes back to itself qualifies.
     if (!Buffer.from(encodeStruct(meta)).equals(footer))
       throw new NotConcatenable('footer does not round-trip');
@@ -196,6 +183,7 @@ export async function concatParquet(
   } catch (err) {
     // A footer field of an unexpected type, wherever it is met: the files are rewritten instead.
     if (err instanceof ThriftError) throw new NotConcatenable(`unreadable footer: ${err.message}`);
+    if (err instanceof ParquetFileError) throw new NotConcatenable(err.message);
     throw err;
   }
 }

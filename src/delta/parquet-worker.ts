@@ -7,7 +7,7 @@ import type { ColumnDef, TableSchema } from '../schema/tables.ts';
 import { diskFullNote, fsyncPath } from '../storage/files.ts';
 import { exposeGc, ReturnedInput, serveTasks } from '../storage/worker-pool.ts';
 import { Arena, type Batches, joinBatches, transferables } from './batch.ts';
-import { type CheckpointContent, encodeCheckpoint } from './checkpoint.ts';
+import type { CheckpointContent } from './checkpoint.ts';
 import { dropUnsoundColumnIndexes } from './column-index.ts';
 import { batchFrame } from './frame.ts';
 import { concatParquet, NotConcatenable } from './parquet-concat.ts';
@@ -130,6 +130,8 @@ serveTasks({
   },
 
   async writeCheckpoint(task: CheckpointTask): Promise<{ sizeInBytes: number; actions: number }> {
+    // apache-arrow and parquet-wasm (~20 MiB a worker) are loaded by the first checkpoint only.
+    const { encodeCheckpoint } = await import('./checkpoint.ts');
     const { bytes, actions } = encodeCheckpoint(task.content);
     try {
       const fh = await open(task.tempPath, 'wx');

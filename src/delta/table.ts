@@ -10,7 +10,7 @@
 import { randomUUID } from 'node:crypto';
 import { link, mkdir, open, readdir, readFile, rename, stat, unlink } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
-import { basename, join, resolve } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import type { TableSchema } from '../schema/tables.ts';
 import { siblingModule, WorkerPool } from '../storage/worker-pool.ts';
 import { VERSION } from '../version.ts';
@@ -47,7 +47,7 @@ import {
   isValid,
   transferables,
 } from './batch.ts';
-import { type CheckpointContent, decodeCheckpoint } from './checkpoint.ts';
+import type { CheckpointContent } from './checkpoint.ts';
 import type {
   CheckpointTask,
   CompactedFile,
@@ -134,6 +134,21 @@ export class DeltaConflictError extends Error {
   override name = 'DeltaConflictError';
 }
 
+/**
+ * The table's log cannot be read into a snapshot: a commit that is not valid JSON, a missing
+ * commit, no readable checkpoint or commit to start from, another table's schema. Retrying does
+ * not help; the table needs repair (`otelake check` says how).
+ */
+export class DeltaLogError extends Error {
+  override name = 'DeltaLogError';
+}
+
+/** A checkpoint the snapshot was not built from because it cannot be read (see loadState). */
+export interface UnreadableCheckpoint {
+  version: number;
+  message: string;
+}
+
 const ENGINE_INFO = `otelake/${VERSION}`;
 /** A commit of a written file is tried this often, waiting COMMIT_RETRY_MS, then twice as long... */
 const COMMIT_ATTEMPTS = 8;
@@ -207,6 +222,8 @@ class LogState {
   readonly adds = new Map<string, AddAction>();
   readonly removes = new Map<string, RemoveAction>();
   readonly txns = new Map<string, TxnAction>();
+  /** Checkpoints newer than the one this state started from, skipped as unreadable. */
+  unreadableCheckpoints: UnreadableCheckpoint[] = [];
   /** `commitInfo.timestamp` of `version`; null when unknown (e.g. loaded from a checkpoint). */
   timestamp: number | null = null;
 
@@ -261,16 +278,47 @@ async function writeFileSynced(path: string, data: string, sync: boolean, mtimeM
   }
 }
 
-async function readLastCheckpointVersion(logDir: string): Promise<number | null> {
-  const buf = await readIfExists(join(logDir, LAST_CHECKPOINT));
+/**
+ * Where a Delta log is read from: a local `_delta_log` folder, or a shipped table's log in object
+ * storage (src/storage/object-store.ts). Snapshots are built the same way from either.
+ */
+export interface LogStore {
+  /** File names in the log folder; empty when it does not exist. */
+  names(): Promise<string[]>;
+  /** A file of the log folder, or null when it does not exist. */
+  read(name: string): Promise<Uint8Array | null>;
+  /** The log's location, for messages. */
+  readonly where: string;
+}
+
+/** The log store of a local `_delta_log` folder. */
+export function localLogStore(logDir: string): LogStore {
+  return {
+    where: logDir,
+    names: async () => {
+      try {
+        return await readdir(logDir);
+      } catch (err) {
+        if (errCode(err) === 'ENOENT') return [];
+        throw err;
+      }
+    },
+    read: (name) => readIfExists(join(logDir, name)),
+  };
+}
+
+async function readLastCheckpointVersion(store: LogStore): Promise<number | null> {
+  const buf = await store.read(LAST_CHECKPOINT);
   if (!buf) return null;
   try {
-    const v = (JSON.parse(buf.toString('utf8')) as { version?: unknown }).version;
+    const v = (JSON.parse(UTF8.decode(buf)) as { version?: unknown }).version;
     return typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 ? v : null;
   } catch {
     return null;
   }
 }
+
+const UTF8 = new TextDecoder();
 
 /** What one listing of a `_delta_log` folder holds. */
 export interface LogListing {
@@ -282,15 +330,9 @@ export interface LogListing {
   lastCheckpoint: boolean;
 }
 
-/** Lists a log folder; a missing folder lists empty. */
-export async function listLog(logDir: string): Promise<LogListing> {
-  let names: string[];
-  try {
-    names = await readdir(logDir);
-  } catch (err) {
-    if (errCode(err) === 'ENOENT') return { commits: [], checkpoints: [], lastCheckpoint: false };
-    throw err;
-  }
+/** Lists a log folder (a path, or any log store); a missing folder lists empty. */
+export async function listLog(log: string | LogStore): Promise<LogListing> {
+  const names = await (typeof log === 'string' ? localLogStore(log) : log).names();
   const commits: number[] = [];
   const checkpoints: number[] = [];
   let lastCheckpoint = false;
@@ -307,52 +349,89 @@ export async function listLog(logDir: string): Promise<LogListing> {
 }
 
 /** Applies commits after `state.version` until the next one does not exist yet. */
-async function replayCommits(logDir: string, state: LogState): Promise<number> {
+async function replayCommits(store: LogStore, state: LogState): Promise<number> {
   let applied = 0;
   for (;;) {
     const v = state.version + 1;
-    const buf = await readIfExists(join(logDir, commitFileName(v)));
+    const buf = await store.read(commitFileName(v));
     if (!buf) return applied;
     state.timestamp = null;
-    for (const a of parseCommit(buf.toString('utf8'), v)) state.apply(a);
+    let actions: Action[];
+    try {
+      actions = parseCommit(UTF8.decode(buf), v);
+    } catch (err) {
+      throw new DeltaLogError((err as Error).message);
+    }
+    for (const a of actions) state.apply(a);
     state.version = v;
     applied++;
   }
 }
 
-/** The table's latest snapshot: the newest readable checkpoint, then the commits after it. */
-async function loadState(dir: string): Promise<LogState> {
-  const logDir = join(dir, LOG_DIR);
+/**
+ * The table's latest snapshot: the newest readable checkpoint, then the commits after it. An
+ * unreadable checkpoint is skipped (listed in `unreadableCheckpoints`) for an older one or the
+ * commits; a log that gives no snapshot throws a DeltaLogError.
+ */
+async function loadState(store: LogStore): Promise<LogState> {
   // _last_checkpoint first: the checkpoint it names was written before it.
-  const hinted = await readLastCheckpointVersion(logDir);
-  const listing = await listLog(logDir);
+  const hinted = await readLastCheckpointVersion(store);
+  const listing = await listLog(store);
   const candidates = [...new Set([...(hinted === null ? [] : [hinted]), ...listing.checkpoints])].sort(
     (a, b) => b - a,
   );
   let state = new LogState();
+  const unreadable: UnreadableCheckpoint[] = [];
   for (const cp of candidates) {
-    const buf = await readIfExists(join(logDir, checkpointFileName(cp)));
-    if (!buf) continue;
+    const buf = await store.read(checkpointFileName(cp));
+    if (!buf) {
+      if (cp === hinted)
+        unreadable.push({ version: cp, message: `${LAST_CHECKPOINT} names it, but it is missing` });
+      continue;
+    }
     try {
       const s = new LogState();
+      // apache-arrow and parquet-wasm (~40 MiB) are loaded by the first checkpoint read only.
+      const { decodeCheckpoint } = await import('./checkpoint.ts');
       for (const a of decodeCheckpoint(buf)) s.apply(a);
-      if (!s.metaData || !s.protocol) continue;
+      if (!s.metaData || !s.protocol) throw new Error('it has no protocol or metaData action');
       s.version = cp;
       state = s;
       break;
-    } catch {
+    } catch (err) {
       // An unreadable checkpoint: fall back to an older one, or to the commits.
+      unreadable.push({ version: cp, message: (err as Error).message });
     }
   }
-  await replayCommits(logDir, state);
+  state.unreadableCheckpoints = unreadable;
+  const skipped = unreadable.map((u) => `; checkpoint ${u.version} is unreadable (${u.message})`).join('');
+  await replayCommits(store, state);
+  const table = dirname(store.where);
   if (state.version < 0 || !state.metaData || !state.protocol) {
-    throw new Error(`${dir} is not a Delta table (no readable _delta_log)`);
+    throw new DeltaLogError(`${table} is not a Delta table (no readable _delta_log)${skipped}`);
   }
   const newest = listing.commits.at(-1);
   if (newest !== undefined && newest > state.version) {
-    throw new Error(`Delta log of ${dir} is missing commit ${state.version + 1} (newest is ${newest})`);
+    throw new DeltaLogError(
+      `Delta log of ${table} is missing commit ${state.version + 1} (newest is ${newest})${skipped}`,
+    );
   }
   return state;
+}
+
+/** A table's latest snapshot, read-only, from any log store (e.g. a shipped table in object storage). */
+export interface TableSnapshot {
+  version: number;
+  schema: TableSchema;
+  /** Live data files, in log order. */
+  files: AddFile[];
+}
+
+export async function readSnapshot(store: LogStore): Promise<TableSnapshot> {
+  const state = await loadState(store);
+  const meta = state.metaData!;
+  const schema = schemaFromDelta(meta.schemaString, meta.name ?? basename(dirname(store.where)));
+  return { version: state.version, schema, files: [...state.adds.values()].map((a) => toAddFile(a, schema)) };
 }
 
 function toAddFile(add: AddAction, schema: TableSchema): AddFile {
@@ -406,6 +485,7 @@ export class DeltaTable {
   readonly dir: string;
   readonly schema: TableSchema;
   private readonly logDir: string;
+  private readonly logStore: LogStore;
   private readonly opts: Required<Omit<DeltaOptions, 'autoCompact' | 'logRetentionMs'>> & {
     autoCompact: DeltaOptions['autoCompact'];
     logRetentionMs: number | null;
@@ -428,6 +508,7 @@ export class DeltaTable {
     this.dir = dir;
     this.schema = schema;
     this.logDir = join(dir, LOG_DIR);
+    this.logStore = localLogStore(this.logDir);
     this.state = state;
     this.opts = {
       checkpointInterval: opts.checkpointInterval ?? 100,
@@ -497,10 +578,10 @@ export class DeltaTable {
         await unlink(tmp).catch(() => {});
       }
     }
-    const state = await loadState(root);
+    const state = await loadState(localLogStore(join(root, LOG_DIR)));
     const found = state.metaData!.schemaString;
     if (found !== schemaString) {
-      throw new Error(
+      throw new DeltaLogError(
         `Delta table ${root} has a different schema than ${schema.name}: ${found} (expected ${schemaString})`,
       );
     }
@@ -510,13 +591,18 @@ export class DeltaTable {
   /** Opens an existing table (e.g. read-only by another process); its schema comes from the log. */
   static async open(dir: string, opts: DeltaOptions = {}): Promise<DeltaTable> {
     const root = resolve(dir);
-    const state = await loadState(root);
+    const state = await loadState(localLogStore(join(root, LOG_DIR)));
     const schema = schemaFromDelta(state.metaData!.schemaString, state.metaData!.name ?? basename(root));
     return new DeltaTable(root, schema, state, opts);
   }
 
   get version(): number {
     return this.state.version;
+  }
+
+  /** Checkpoints newer than the snapshot's base that could not be read (a new checkpoint mends them). */
+  get unreadableCheckpoints(): readonly UnreadableCheckpoint[] {
+    return this.state.unreadableCheckpoints;
   }
 
   get metadata(): Readonly<MetadataAction> {
@@ -567,12 +653,12 @@ export class DeltaTable {
   }
 
   private async catchUp(): Promise<void> {
-    const latestCheckpoint = await readLastCheckpointVersion(this.logDir);
+    const latestCheckpoint = await readLastCheckpointVersion(this.logStore);
     if (latestCheckpoint !== null && latestCheckpoint - this.state.version > RELOAD_AFTER_COMMITS) {
       return this.reload();
     }
     const before = new Set(this.state.adds.keys());
-    if ((await replayCommits(this.logDir, this.state)) > 0) {
+    if ((await replayCommits(this.logStore, this.state)) > 0) {
       for (const p of before) if (!this.state.adds.has(p)) this.parsed.delete(p);
       this.changed();
     }
@@ -581,7 +667,7 @@ export class DeltaTable {
   }
 
   private async reload(): Promise<void> {
-    this.state = await loadState(this.dir);
+    this.state = await loadState(this.logStore);
     this.parsed.clear();
     this.changed();
   }
@@ -1039,7 +1125,7 @@ export class DeltaTable {
         task,
       );
       // _last_checkpoint only after the checkpoint file, atomically, and never backwards.
-      const current = await readLastCheckpointVersion(this.logDir);
+      const current = await readLastCheckpointVersion(this.logStore);
       if (current === null || current < cp.version) {
         const tmp = join(this.logDir, `${TEMP_PREFIXES[2]}${randomUUID()}.tmp`);
         const body = JSON.stringify({
@@ -1068,6 +1154,25 @@ export class DeltaTable {
   async checkpoint(): Promise<void> {
     const cp = await inLane(this.dir, async () => this.captureCheckpoint());
     await this.track(this.writeCheckpointOf(cp));
+  }
+
+  /**
+   * Replaces the checkpoints the snapshot skipped as unreadable (readers that start from them
+   * fail): a new checkpoint of the current version, then the unreadable older ones deleted (one of
+   * the same version is replaced). Returns how many there were.
+   */
+  async mendCheckpoints(): Promise<number> {
+    const broken = this.state.unreadableCheckpoints;
+    if (broken.length === 0) return 0;
+    await this.checkpoint();
+    for (const c of broken) {
+      if (c.version >= this.lastCheckpointed) continue;
+      await unlink(join(this.logDir, checkpointFileName(c.version))).catch((err: unknown) => {
+        if (errCode(err) !== 'ENOENT') throw err;
+      });
+    }
+    this.state.unreadableCheckpoints = [];
+    return broken.length;
   }
 
   /**

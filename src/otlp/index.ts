@@ -1,10 +1,12 @@
-// OTLP decoding (JSON and protobuf), mapping to table rows, and response bodies.
-//   const req = decodeRequest('traces', body, 'json', null);   // throws OtlpDecodeError -> 400
-//   const { tables, items, invalidIds } = mapRequest('traces', req, ctx); // may throw it too
-// Protobuf traces and logs are read straight from the bytes by mapRequest (wire*.ts).
+// OTLP request bodies (JSON and protobuf) mapped to table rows, and response bodies.
+//   const { items, invalidIds } = mapRequest('traces', 'json', body, ctx, sink);
+// throws OtlpDecodeError (400) for a body that is no OTLP request, and schema/project.ts'
+// InvalidProjectIdError (400) for a resource whose project.id attribute is not a project id.
+// The rows go to `sink` (a RowSink) one by one, as column values in the table's column order.
 
+export type { RowSink } from './columns.ts';
 export { OtlpDecodeError } from './errors.ts';
-export { type MapContext, type Mapped, mapRequest } from './map.ts';
+export { type MapOutcome, mapRequest, type Route } from './map.ts';
 export { loadProtobuf, PROTOBUF_PACKAGE, type ProtoCodec, protobufInstalled } from './proto.ts';
-export { type BodyFormat, decodeRequest, type ExportRequest, type Signal } from './request.ts';
+export type { BodyFormat, MapContext, Signal } from './request.ts';
 export { type ExportOutcome, encodeExportResponse, encodeStatus, rpcCodeForHttpStatus } from './response.ts';

@@ -8,7 +8,7 @@
 // The mappers write attributes as compact JSON object texts; a text too short to break either
 // limit is left alone without being parsed, so rows of ordinary size cost two comparisons.
 
-import type { Row, TableName } from '../schema/tables.ts';
+import { SCHEMAS, TABLE_NAMES, type TableName } from '../schema/tables.ts';
 
 export interface AttributeLimits {
   /** Attributes an item, resource or scope keeps at most. */
@@ -19,27 +19,45 @@ export interface AttributeLimits {
 
 const INT32_MAX = 2 ** 31 - 1;
 
-/** Attribute columns and the column counting their drops (null: the item has none). */
-const COLUMNS: Record<TableName, readonly (readonly [string, string | null])[]> = (() => {
-  const shared = [
+/**
+ * An attribute column of a table (its index in the row's values), the column counting its drops
+ * (-1: none), and the last text limited in it with its result: the rows of a resource or scope
+ * share one text.
+ */
+interface AttributeColumn {
+  column: number;
+  dropped: number;
+  lastText: string;
+  lastResult: Limited | null;
+}
+
+/** The attribute columns of `table` and the columns counting their drops. */
+function attributeColumns(table: TableName): AttributeColumn[] {
+  const names = SCHEMAS[table].columns.map((c) => c.name);
+  const index = (name: string) => names.indexOf(name);
+  const pairs: [string, string | null][] = [
+    // A data point's attributes identify its series and OTLP has no count of dropped ones for
+    // them: only their long values are cut.
+    [
+      'attributes',
+      table === 'metrics_points' || table === 'metrics_hist' ? null : 'dropped_attributes_count',
+    ],
     ['resource_attributes', 'resource_dropped_attributes_count'],
     ['scope_attributes', 'scope_dropped_attributes_count'],
-  ] as const;
-  const item = [['attributes', 'dropped_attributes_count'], ...shared] as const;
-  // A data point's attributes identify its series and OTLP has no count of dropped ones for
-  // them: only their long values are cut.
-  const point = [['attributes', null], ...shared] as const;
-  return {
-    spans: item,
-    span_events: item,
-    span_links: item,
-    logs: item,
-    metrics_points: point,
-    metrics_hist: point,
-  };
-})();
+  ];
+  return pairs.map(([column, dropped]) => {
+    if (index(column) < 0 || (dropped !== null && index(dropped) < 0))
+      throw new Error(`table ${table} lacks ${column} or ${dropped}`);
+    return {
+      column: index(column),
+      dropped: dropped === null ? -1 : index(dropped),
+      lastText: '',
+      lastResult: null,
+    };
+  });
+}
 
-/** Applies the limits to the rows of one table, in place; returns how many attributes were dropped. */
+/** Applies the limits to mapped rows (value arrays in a table's column order), in place. */
 export class AttributeLimiter {
   private readonly limits: AttributeLimits;
   /**
@@ -47,42 +65,45 @@ export class AttributeLimiter {
    * distinct keys take at least 5n+1 characters (`{"":0,"a":0}`).
    */
   private readonly safeLength: number;
-  /** Rows of a resource or scope share one text: the last one limited in a column, and its result. */
-  private lastText = '';
-  private lastResult: Limited | null = null;
+  private readonly columns = new Map<TableName, AttributeColumn[]>(
+    TABLE_NAMES.map((t) => [t, attributeColumns(t)]),
+  );
 
   constructor(limits: AttributeLimits) {
     this.limits = limits;
     this.safeLength = Math.min(limits.valueLengthLimit, 5 * limits.countLimit + 5);
   }
 
-  apply(table: TableName, rows: readonly Row[]): number {
+  /** Limits the attributes of one row of `table`; returns how many were dropped. */
+  apply(table: TableName, values: unknown[]): number {
     let dropped = 0;
-    for (const [column, droppedColumn] of COLUMNS[table]) {
-      this.lastText = '';
-      for (const row of rows) {
-        const text = row[column];
-        if (typeof text !== 'string' || text.length <= this.safeLength) continue;
-        const r = this.limit(text, droppedColumn !== null);
-        if (r === null) continue;
-        row[column] = r.text;
-        if (droppedColumn !== null && r.dropped > 0) {
-          const before = row[droppedColumn];
-          row[droppedColumn] = Math.min(INT32_MAX, (typeof before === 'number' ? before : 0) + r.dropped);
-          dropped += r.dropped;
-        }
+    for (const c of this.columns.get(table)!) {
+      const text = values[c.column];
+      if (typeof text !== 'string' || text.length <= this.safeLength) continue;
+      if (text !== c.lastText) {
+        c.lastResult = limitAttributes(text, c.dropped >= 0 ? this.limits.countLimit : Infinity, this.limits);
+        c.lastText = text;
+      }
+      const r = c.lastResult;
+      if (r === null) continue;
+      values[c.column] = r.text;
+      if (c.dropped >= 0 && r.dropped > 0) {
+        const before = values[c.dropped];
+        values[c.dropped] = Math.min(INT32_MAX, (typeof before === 'number' ? before : 0) + r.dropped);
+        dropped += r.dropped;
       }
     }
     return dropped;
   }
 
-  /** The text within the limits, or null when it already is. */
-  private limit(text: string, countable: boolean): Limited | null {
-    if (text === this.lastText) return this.lastResult;
-    const result = limitAttributes(text, countable ? this.limits.countLimit : Infinity, this.limits);
-    this.lastText = text;
-    this.lastResult = result;
-    return result;
+  /** Lets go of the last texts (a request's, which may be large). */
+  forget(): void {
+    for (const columns of this.columns.values()) {
+      for (const c of columns) {
+        c.lastText = '';
+        c.lastResult = null;
+      }
+    }
   }
 }
 

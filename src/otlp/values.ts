@@ -175,6 +175,19 @@ export const STATUS_CODE: Readonly<Record<string, number>> = {
   STATUS_CODE_ERROR: 2,
 };
 
+export const SEVERITY_NUMBER: Readonly<Record<string, number>> = Object.fromEntries([
+  ['SEVERITY_NUMBER_UNSPECIFIED', 0],
+  ...['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR', 'FATAL'].flatMap((level, i) =>
+    ['', '2', '3', '4'].map((suffix, j) => [`SEVERITY_NUMBER_${level}${suffix}`, i * 4 + j + 1] as const),
+  ),
+]);
+
+export const TEMPORALITY: Readonly<Record<string, number>> = {
+  AGGREGATION_TEMPORALITY_UNSPECIFIED: 0,
+  AGGREGATION_TEMPORALITY_DELTA: 1,
+  AGGREGATION_TEMPORALITY_CUMULATIVE: 2,
+};
+
 // --- ids -----------------------------------------------------------------------------------
 
 const HEX32 = /^[0-9a-f]{32}$/;
@@ -252,6 +265,11 @@ export function jsonInt(v: unknown, field: string): number | string {
   }
   const b = int64(v, field);
   return b >= -SAFE_MAX && b <= SAFE_MAX ? Number(b) : String(b);
+}
+
+/** An int64 or double as `jsonInt` or `jsonDouble` gives it, as JSON text. */
+export function jsonText(v: number | string): string {
+  return typeof v === 'number' ? String(v) : `"${v}"`;
 }
 
 function bytesBase64(v: unknown, field: string): string {

@@ -16,6 +16,7 @@ import {
   BatchBuilder,
   type Batches,
   type BatchPart,
+  batchBytes,
   batchList,
   isIntact,
   sliceBatch,
@@ -97,6 +98,8 @@ interface Ticket {
   lost: boolean;
   /** Its write has begun (until then it may be joined with the batches cut after it). */
   started: boolean;
+  /** Bytes of its batch's buffers. */
+  bytes: number;
 }
 
 interface Slot {
@@ -138,8 +141,12 @@ const DRAIN_CHUNK = 2048;
  * batch size (each file costs ~15 ms of CPU whatever its rows).
  */
 const PARALLEL_WRITES = 2;
-/** Most rows of waiting batches joined into one file (one Parquet row group). */
+/**
+ * Most rows (one Parquet row group), and bytes, of waiting batches joined into one file: the
+ * Parquet worker holds a file's rows two or three times over while it writes them.
+ */
 const JOIN_MAX_ROWS = 131_072;
+const JOIN_MAX_BYTES = 16 * 1024 * 1024;
 
 /** Appends a range, merged with the last one when they touch. */
 function addRange(ranges: SeqRange[], seq: number, rows: number): void {
@@ -160,6 +167,7 @@ function joinTickets(tickets: readonly Ticket[]): Ticket {
     file: null,
     lost: false,
     started: false,
+    bytes: tickets.reduce((n, t) => n + t.bytes, 0),
   };
 }
 
@@ -320,13 +328,15 @@ export class Aggregator {
     const n = size(slot);
     if (n === 0) return;
     if (slot.builder.size > 0) slot.parts.push(slot.builder.finish());
+    const batch = slot.parts.length === 1 ? slot.parts[0]! : slot.parts;
     slot.tickets.push({
-      batch: slot.parts.length === 1 ? slot.parts[0]! : slot.parts,
+      batch,
       rows: n,
       ranges: slot.ranges,
       file: null,
       lost: false,
       started: false,
+      bytes: batchBytes(batch),
     });
     slot.parts = [];
     slot.partRows = 0;
@@ -343,8 +353,12 @@ export class Aggregator {
       if (first < 0) return;
       let end = first + 1;
       let rows = slot.tickets[first]!.rows;
-      while (end < slot.tickets.length && rows + slot.tickets[end]!.rows <= JOIN_MAX_ROWS) {
-        rows += slot.tickets[end++]!.rows;
+      let bytes = slot.tickets[first]!.bytes;
+      for (; end < slot.tickets.length; end++) {
+        const next = slot.tickets[end]!;
+        if (rows + next.rows > JOIN_MAX_ROWS || bytes + next.bytes > JOIN_MAX_BYTES) break;
+        rows += next.rows;
+        bytes += next.bytes;
       }
       const ticket = joinTickets(slot.tickets.slice(first, end));
       slot.tickets.splice(first, end - first, ticket);

@@ -87,6 +87,10 @@ class Ring<T> {
   peek(): T | undefined {
     return this.length === 0 ? undefined : this.buf[this.head];
   }
+  some(test: (x: T) => boolean): boolean {
+    for (let i = 0; i < this.length; i++) if (test(this.buf[(this.head + i) % this.buf.length]!)) return true;
+    return false;
+  }
   shift(): T | undefined {
     if (this.length === 0) return undefined;
     const x = this.buf[this.head];
@@ -148,6 +152,11 @@ export class Producer {
   /** Rows queued, ready for the aggregator. */
   get depth(): number {
     return this.queued;
+  }
+
+  /** Whether rows of `day` or an earlier day are queued. */
+  holdsDayOrEarlier(day: string): boolean {
+    return this.ring.some((q) => q.day <= day);
   }
 
   private dayStart = 0;

@@ -1,17 +1,21 @@
 // Which days and which Parquet files a query reads: day folders present under staging/days and
-// days recorded in index/days.jsonl, the storage each day is read from, and the live files of each
-// day's table with the event_ts bounds from their Delta statistics.
+// days recorded in index/days.jsonl, the storage each day is read from (a day verified in object
+// storage is read from there), and the live files of each day's table with the event_ts bounds
+// from their Delta statistics, from the local log or the shipped one.
 
 import { readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { commitFileName, LOG_DIR } from '../delta/actions.ts';
+import { dataFileProblems } from '../delta/check.ts';
 import { compareCodePoints, type FileStats } from '../delta/stats.ts';
-import { DeltaTable, listLog } from '../delta/table.ts';
-import { readDayPhases } from '../storage/days-index.ts';
+import { type AddFile, DeltaLogError, DeltaTable, listLog, readSnapshot } from '../delta/table.ts';
+import type { TableName } from '../schema/tables.ts';
+import { readDayStates } from '../storage/days-index.ts';
 import type { InstanceLayout } from '../storage/layout.ts';
-import { validateDay } from '../storage/layout.ts';
+import { isDay } from '../storage/layout.ts';
+import { ObjectStore } from '../storage/object-store.ts';
+import { describeMissingS3, type ResolvedS3, resolveS3, type S3Settings } from '../storage/s3-config.ts';
 import type { NormalizedQuery, RowFilter } from './filters.ts';
-import { describeMissingS3, missingS3Settings } from './s3-env.ts';
 
 /** One live Parquet file of a table. */
 export interface FileEntry {
@@ -44,17 +48,29 @@ export class StorageUnavailableError extends TypeError {
   }
 }
 
-/** Phases after which a day's tables exist in object storage. */
-const SHIPPED_PHASES = new Set(['uploaded', 'verified', 'cleaned']);
-
-function isDay(name: string): boolean {
-  try {
-    validateDay(name);
-    return true;
-  } catch {
-    return false;
+/**
+ * A day's table cannot be read: its Delta log or one of its data files is damaged. Reads of other
+ * tables and days are not affected.
+ */
+export class DamagedTableError extends Error {
+  readonly table: TableName;
+  readonly day: string;
+  /** What is damaged. */
+  readonly reason: string;
+  constructor(table: TableName, day: string, reason: string) {
+    super(
+      `the ${table} table of ${day} is damaged: ${reason}. Other days read normally (narrow the date ` +
+        'range to leave it out); `otelake check` says how to repair it',
+    );
+    this.name = 'DamagedTableError';
+    this.table = table;
+    this.day = day;
+    this.reason = reason;
   }
 }
+
+/** Phases after which a day is read from object storage by `auto`. */
+const REMOTE_PHASES = new Set(['verified', 'cleaned']);
 
 /** The UTC days with a folder under staging/days (unsorted). */
 export async function listLocalDays(layout: InstanceLayout): Promise<string[]> {
@@ -64,16 +80,6 @@ export async function listLocalDays(layout: InstanceLayout): Promise<string[]> {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
     throw err;
   }
-}
-
-/** The last phase recorded for each day (failures aside). */
-async function readLastPhases(layout: InstanceLayout): Promise<Map<string, string>> {
-  const phases = new Map<string, string>();
-  for (const line of await readDayPhases(layout.daysIndex)) {
-    if (typeof line.day === 'string' && isDay(line.day) && line.phase !== 'failed')
-      phases.set(line.day, line.phase);
-  }
-  return phases;
 }
 
 async function isDirectory(path: string): Promise<boolean> {
@@ -88,8 +94,8 @@ async function isDirectory(path: string): Promise<boolean> {
 export interface DaySource {
   day: string;
   storage: 'local' | 's3';
-  /** Local table folder, or null when the table is read from object storage. */
-  dir: string | null;
+  /** Local table folder, or the table's key in object storage (ending in '/'). */
+  dir: string;
 }
 
 /**
@@ -112,40 +118,60 @@ function inRange(day: string, q: NormalizedQuery): boolean {
   return (q.dateFrom === null || day >= q.dateFrom) && (q.dateTo === null || day <= q.dateTo);
 }
 
-function requireS3Config(): void {
-  const missing = missingS3Settings();
-  if (missing.length > 0)
-    throw new StorageUnavailableError(
-      `storage 's3' needs the object-storage configuration; missing: ${describeMissingS3(missing)}`,
-      missing,
-    );
+/** The object-storage settings, or a refusal naming what is missing. */
+function requireS3(s3: ResolvedS3, what: string): S3Settings {
+  if (s3.settings) return s3.settings;
+  const why = s3.invalid ?? `missing: ${describeMissingS3(s3.missing)}`;
+  throw new StorageUnavailableError(`${what} needs the object-storage configuration; ${why}`, s3.missing);
+}
+
+/** One client per settings object (the Logger's lives as long as the Logger). */
+const stores = new WeakMap<S3Settings, ObjectStore>();
+export function objectStoreFor(settings: S3Settings): ObjectStore {
+  let store = stores.get(settings);
+  if (!store) {
+    store = new ObjectStore(settings);
+    stores.set(settings, store);
+  }
+  return store;
 }
 
 /**
  * The days of the query's range holding the table, oldest first. Only days present are listed
  * (omitted bounds mean the earliest and the latest day present), so a missing instance reads empty.
+ * `local` reads local tables only; `s3` the days found in object storage; `auto` a day verified in
+ * object storage from there, any other day locally. `s3` defaults to the environment's settings.
  */
-export async function resolveDays(layout: InstanceLayout, q: NormalizedQuery): Promise<DaySource[]> {
+export async function resolveDays(
+  layout: InstanceLayout,
+  q: NormalizedQuery,
+  s3: ResolvedS3 = resolveS3(),
+): Promise<DaySource[]> {
   if (q.storage === 's3') {
-    requireS3Config();
-    throw new StorageUnavailableError('reading tables from object storage is not available yet');
+    const settings = requireS3(s3, "storage 's3'");
+    const remoteDays = await objectStoreFor(settings).folders(settings.daysKey(layout.instanceId));
+    return remoteDays
+      .filter((d) => isDay(d) && inRange(d, q))
+      .sort()
+      .map((day) => ({ day, storage: 's3', dir: `${settings.dayKey(layout.instanceId, day)}${q.table}/` }));
   }
   const local = new Set((await listLocalDays(layout)).filter((d) => inRange(d, q)));
-  const phases = await readLastPhases(layout);
-  const days = [...new Set([...local, ...[...phases.keys()].filter((d) => inRange(d, q))])].sort();
+  const states = await readDayStates(layout.daysIndex);
+  const recorded = [...states.keys()].filter((d) => isDay(d) && inRange(d, q));
+  const days = [...new Set([...local, ...recorded])].sort();
   const out: DaySource[] = [];
   for (const day of days) {
     const dir = layout.tableDir(day, q.table);
-    if (local.has(day) && (await isDirectory(dir))) {
-      out.push({ day, storage: 'local', dir });
-      continue;
-    }
-    // No local copy: with 'auto' a shipped day is read remotely; 'local' reads only local tables.
-    if (q.storage === 'auto' && SHIPPED_PHASES.has(phases.get(day) ?? '') && !local.has(day)) {
-      requireS3Config();
-      throw new StorageUnavailableError(
-        `day ${day} is stored only in object storage (phase ${phases.get(day)}); reading tables from object storage is not available yet`,
+    const localCopy = local.has(day) && (await isDirectory(dir));
+    const shipped = REMOTE_PHASES.has(states.get(day)?.phase ?? '');
+    if (q.storage === 'auto' && shipped && (s3.settings !== null || !localCopy)) {
+      const settings = requireS3(
+        s3,
+        `day ${day} is read from object storage (phase ${states.get(day)!.phase})`,
       );
+      out.push({ day, storage: 's3', dir: `${settings.dayKey(layout.instanceId, day)}${q.table}/` });
+    } else if (localCopy) {
+      out.push({ day, storage: 'local', dir });
     }
   }
   return out;
@@ -191,7 +217,10 @@ export interface Snapshot {
   files: { path: string; size: number; numRecords: number; stats: FileStats | null }[];
 }
 
-/** Snapshots by table folder. A past day's log never changes: its table is not reloaded. */
+/**
+ * Snapshots by table folder (or a shipped table's URI). A past day's log never changes: its table
+ * is not reloaded.
+ */
 const snapshots = new Map<string, Snapshot>();
 const MAX_SNAPSHOTS = 256;
 
@@ -223,29 +252,39 @@ async function logListing(dir: string): Promise<string | null> {
 export async function snapshotOf(dir: string): Promise<Snapshot | null> {
   const listing = await logListing(dir);
   if (listing === null) return null;
-  const cached = snapshots.get(dir);
-  if (cached && cached.logListing === listing) {
-    snapshots.delete(dir); // most recently used last
-    snapshots.set(dir, cached);
-    return cached;
-  }
-  const table = await DeltaTable.open(dir);
-  const paths = table.liveFilePaths();
-  const snapshot: Snapshot = {
-    logListing: listing,
-    version: table.version,
-    files: table.files.map((f, i) => ({
-      path: paths[i]!,
-      size: f.size,
-      numRecords: f.numRecords,
-      stats: f.stats,
-    })),
-  };
-  snapshots.delete(dir);
-  snapshots.set(dir, snapshot);
+  return remembered(dir, listing, async () => {
+    const table = await DeltaTable.open(dir);
+    const paths = table.liveFilePaths();
+    return { version: table.version, files: liveFiles(table.files, (_, i) => paths[i]!) };
+  });
+}
+
+/** The snapshot cached under `key` if its log listing is still `listing`, else a new one loaded. */
+async function remembered(
+  key: string,
+  listing: string,
+  load: () => Promise<Omit<Snapshot, 'logListing'>>,
+): Promise<Snapshot> {
+  const cached = snapshots.get(key);
+  const snapshot = cached?.logListing === listing ? cached : { logListing: listing, ...(await load()) };
+  snapshots.delete(key); // most recently used last
+  snapshots.set(key, snapshot);
   if (snapshots.size > MAX_SNAPSHOTS) snapshots.delete(snapshots.keys().next().value!);
   return snapshot;
 }
+
+/** A log's live files as a snapshot lists them, each at the path `pathOf` gives. */
+function liveFiles(files: readonly AddFile[], pathOf: (f: AddFile, i: number) => string): Snapshot['files'] {
+  return files.map((f, i) => ({
+    path: pathOf(f, i),
+    size: f.size,
+    numRecords: f.numRecords,
+    stats: f.stats,
+  }));
+}
+
+/** What of a query rules files out by their statistics. */
+type FileBounds = Pick<NormalizedQuery, 'filters' | 'sinceUs' | 'untilUs'>;
 
 /**
  * Live files of a day's table, in the order of its log, minus those whose statistics rule out
@@ -254,12 +293,16 @@ export async function snapshotOf(dir: string): Promise<Snapshot | null> {
  */
 export async function listTableFiles(
   dir: string,
-  q: Pick<NormalizedQuery, 'filters' | 'sinceUs' | 'untilUs'> = { filters: [], sinceUs: null, untilUs: null },
+  q: FileBounds = { filters: [], sinceUs: null, untilUs: null },
   versions?: Map<string, number>,
 ): Promise<FileEntry[]> {
   const snapshot = await snapshotOf(dir);
   versions?.set(dir, snapshot?.version ?? -1);
-  if (snapshot === null) return [];
+  return snapshot === null ? [] : entriesOf(snapshot, q);
+}
+
+/** A snapshot's live files, in log order, minus those whose statistics rule out the query. */
+function entriesOf(snapshot: Snapshot, q: FileBounds): FileEntry[] {
   const out: FileEntry[] = [];
   for (const f of snapshot.files) {
     if (!mayMatch(f.stats, q.filters) || !mayOverlap(f.stats, q.sinceUs, q.untilUs)) continue;
@@ -276,21 +319,85 @@ export async function listTableFiles(
 }
 
 /**
- * Every live file the query may need, over all days of its range, numbered in arrival order.
- * `versions` receives the version of each table folder as read (-1: no table yet).
+ * Live files of a shipped table (its key in object storage, files as s3:// URIs), like
+ * listTableFiles: its log is listed per query, its snapshot cached under its URI.
+ * `versions` receives its version under its key.
+ */
+async function listRemoteTableFiles(
+  store: ObjectStore,
+  key: string,
+  q: FileBounds,
+  versions?: Map<string, number>,
+): Promise<FileEntry[]> {
+  const log = store.logStore(key);
+  const listing = (await log.names()).sort().join('/');
+  if (listing === '') {
+    versions?.set(key, -1);
+    return [];
+  }
+  const snapshot = await remembered(store.settings.uri(key), listing, async () => {
+    const s = await readSnapshot(log);
+    return {
+      version: s.version,
+      files: liveFiles(s.files, (f) => store.settings.uri(`${key}${decodeURIComponent(f.path)}`)),
+    };
+  });
+  versions?.set(key, snapshot.version);
+  return entriesOf(snapshot, q);
+}
+
+export interface ResolveOptions {
+  /** Object-storage settings for shipped days; default: the environment's. */
+  s3?: ResolvedS3;
+  /** Receives the version of each table as read (-1: no table yet), by folder or object key. */
+  versions?: Map<string, number>;
+}
+
+/**
+ * Every live file the query may need, over all days of its range (local paths or s3:// URIs),
+ * numbered in arrival order.
  */
 export async function resolveFiles(
   layout: InstanceLayout,
   q: NormalizedQuery,
-  versions?: Map<string, number>,
+  opts: ResolveOptions = {},
 ): Promise<FileEntry[]> {
-  const days = await resolveDays(layout, q);
-  const perDay = await Promise.all(days.map((d) => listTableFiles(d.dir!, q, versions)));
+  const s3 = opts.s3 ?? resolveS3();
+  const days = await resolveDays(layout, q, s3);
+  const perDay = await Promise.all(
+    days.map((d) =>
+      d.storage === 'local'
+        ? listTableFiles(d.dir, q, opts.versions).catch((err: unknown) => {
+            throw err instanceof DeltaLogError ? new DamagedTableError(q.table, d.day, err.message) : err;
+          })
+        : listRemoteTableFiles(objectStoreFor(s3.settings!), d.dir, q, opts.versions),
+    ),
+  );
   const files = perDay.flat();
   files.forEach((f, i) => {
     f.arrival = i;
   });
   return files;
+}
+
+/**
+ * After a scan failed: the first damaged data file of the query's local tables (missing, of another
+ * size than logged, unreadable footer, another row count), as a DamagedTableError; null when all
+ * are sound. Shipped days were verified when they were shipped; `otelake check` checks local ones.
+ */
+export async function findDamagedFile(
+  layout: InstanceLayout,
+  q: NormalizedQuery,
+  s3: ResolvedS3 = resolveS3(),
+): Promise<DamagedTableError | null> {
+  for (const d of await resolveDays(layout, q, s3)) {
+    if (d.storage !== 'local') continue;
+    const table = await DeltaTable.open(d.dir);
+    for (const problem of (await dataFileProblems(table)).values()) {
+      return new DamagedTableError(q.table, d.day, problem);
+    }
+  }
+  return null;
 }
 
 /**

@@ -2,6 +2,7 @@
 export {
   type CutValue,
   closeReadWorkers,
+  DamagedTableError,
   DEFAULT_MAX_BYTES,
   type FileEntry,
   filtersOf,

@@ -1,13 +1,16 @@
 // Query worker: runs the two steps of a read with polars' synchronous API. `keys` answers which
 // rows (typed arrays, transferred); `fetch` reads a slice of them and hands it back as an Arrow IPC
 // buffer it owns (transferred without a copy, no pointer into the scanned buffers); `range` reads
-// rows by their position in their files (rows committed since a follower last looked).
+// rows by their position in their files (rows committed since a follower last looked); `count`
+// counts the rows of a table's files by reading them (the shipper's check of a shipped table).
 
-import type { DataFrame } from 'nodejs-polars';
+import pl, { type DataFrame } from 'nodejs-polars';
+import type { TableName } from '../schema/tables.ts';
 import { exposeGc, serveTasks, transferResult } from '../storage/worker-pool.ts';
 import type { FileEntry } from './files.ts';
 import type { NormalizedQuery } from './filters.ts';
 import {
+  type CloudOptions,
   type CutValue,
   type FetchTask,
   fetchRows,
@@ -15,6 +18,7 @@ import {
   type RowKeys,
   rangeRows,
   runKeys,
+  scanFiles,
 } from './scan.ts';
 
 // Polars frees native memory only when V8 collects the JS wrappers: collect after each task.
@@ -26,6 +30,14 @@ export interface KeysTask {
   files: FileEntry[];
   /** Rows a filtered query reads in its first round (see runKeys). */
   firstRoundRows?: number;
+  /** For s3:// files. */
+  cloudOptions?: CloudOptions;
+}
+
+export interface CountTask {
+  table: TableName;
+  paths: string[];
+  cloudOptions?: CloudOptions;
 }
 
 export interface FetchResult {
@@ -43,8 +55,8 @@ function ownIpc(df: DataFrame): Uint8Array<ArrayBuffer> {
 }
 
 serveTasks({
-  keys: ({ query, files, firstRoundRows }: KeysTask) => {
-    const keys: RowKeys = runKeys(query, files, firstRoundRows);
+  keys: ({ query, files, firstRoundRows, cloudOptions }: KeysTask) => {
+    const keys: RowKeys = runKeys(query, files, firstRoundRows, cloudOptions);
     setImmediate(collectGarbage);
     return transferResult(keys, [keys.file.buffer, keys.row.buffer, keys.ts.buffer] as ArrayBuffer[]);
   },
@@ -59,5 +71,11 @@ serveTasks({
     const ipc = ownIpc(rangeRows(task));
     setImmediate(collectGarbage);
     return transferResult(ipc, [ipc.buffer]);
+  },
+  count: ({ table, paths, cloudOptions }: CountTask): number => {
+    const files = paths.map((path) => ({ path }));
+    const df = scanFiles(table, files, cloudOptions).select(pl.len().alias('rows')).collectSync();
+    setImmediate(collectGarbage);
+    return Number(df.getColumn('rows').toArray()[0] ?? 0);
   },
 });

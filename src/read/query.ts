@@ -9,15 +9,22 @@ import { availableParallelism } from 'node:os';
 import type { LazyDataFrame } from 'nodejs-polars';
 import type { Row, TableName } from '../schema/tables.ts';
 import type { InstanceLayout } from '../storage/layout.ts';
+import { ObjectStoreError } from '../storage/object-store.ts';
+import { type ResolvedS3, resolveS3 } from '../storage/s3-config.ts';
 import { siblingModule, WorkerPool } from '../storage/worker-pool.ts';
-import { rowsFromIpc } from './arrow-rows.ts';
-import { type FileEntry, pruneForNewest, resolveFiles } from './files.ts';
+import { DamagedTableError, type FileEntry, findDamagedFile, pruneForNewest, resolveFiles } from './files.ts';
 import { type NormalizedQuery, normalizeQuery, type ReadQuery } from './filters.ts';
-import type { FetchResult, KeysTask } from './query-worker.ts';
-import type { CutValue, FetchPart, FetchTask, RangePart, RangeTask, RowKeys } from './scan.ts';
+import type { CountTask, FetchResult, KeysTask } from './query-worker.ts';
+import type { CloudOptions, CutValue, FetchPart, FetchTask, RangePart, RangeTask, RowKeys } from './scan.ts';
+
+/** Rows of a query worker's Arrow IPC answer; apache-arrow (~20 MiB) is loaded by the first read. */
+async function rowsOf(ipc: Uint8Array): Promise<Row[]> {
+  const { rowsFromIpc } = await import('./arrow-rows.ts');
+  return rowsFromIpc(ipc);
+}
 
 export type { FileEntry } from './files.ts';
-export { StorageUnavailableError } from './files.ts';
+export { DamagedTableError, StorageUnavailableError } from './files.ts';
 export type { NormalizedQuery, ReadQuery, RowFilter, Storage } from './filters.ts';
 export {
   DEFAULT_MAX_BYTES,
@@ -36,14 +43,18 @@ export interface ReadOptions {
   returnAs?: 'objects' | 'lazy';
   /** Aborting it cancels the read: it rejects with the signal's reason, and its work stops. */
   signal?: AbortSignal;
+  /** Object-storage settings for shipped days; default: the environment's. */
+  s3?: ResolvedS3;
 }
 
 export interface StreamOptions {
   signal?: AbortSignal;
   /** Bytes of values a slice of rows aims at (one row at least); default 4 MiB. */
   chunkBytes?: number;
-  /** Receives the version each table folder was read at (-1: no table yet). */
+  /** Receives the version each table (folder or object key) was read at (-1: no table yet). */
   versions?: Map<string, number>;
+  /** Object-storage settings for shipped days; default: the environment's. */
+  s3?: ResolvedS3;
 }
 
 /** A slice of a read's rows, in read order. */
@@ -123,6 +134,13 @@ export const readHooks: {
   beforeSlice?: (slice: number, files: readonly FileEntry[]) => Promise<void>;
 } = {};
 
+/** polars' options for the s3:// files among `files`, if any. */
+function cloudOptionsFor(files: readonly FileEntry[], s3: ResolvedS3): CloudOptions | undefined {
+  return s3.settings && files.some((f) => f.path.startsWith('s3://'))
+    ? s3.settings.polarsCloudOptions()
+    : undefined;
+}
+
 /** Listings a read has made so far: every retry of one read counts against MAX_ATTEMPTS. */
 interface Attempts {
   n: number;
@@ -135,24 +153,51 @@ async function mayRetry(err: unknown, attempts: Attempts): Promise<boolean> {
   return true;
 }
 
+/**
+ * The error a read that cannot go on fails with: when a file of a local table's log is missing or
+ * broken for good, a DamagedTableError naming the table and day; else `err` itself (object storage
+ * failing included).
+ */
+async function readFailure(
+  err: unknown,
+  layout: InstanceLayout,
+  q: NormalizedQuery,
+  opts: { signal?: AbortSignal | undefined; s3: ResolvedS3 },
+): Promise<unknown> {
+  if (
+    err instanceof ReadLimitError ||
+    err instanceof DamagedTableError ||
+    err instanceof TypeError ||
+    err instanceof ObjectStoreError
+  )
+    return err;
+  if (opts.signal?.aborted) return err;
+  return (await findDamagedFile(layout, q, opts.s3).catch(() => null)) ?? err;
+}
+
 /** The files of a query and the keys of its rows, listing again when files vanish under it. */
 async function findRows(
   layout: InstanceLayout,
   q: NormalizedQuery,
-  opts: StreamOptions,
+  opts: StreamOptions & { s3: ResolvedS3 },
   attempts: Attempts,
 ): Promise<{ files: FileEntry[]; keys: RowKeys }> {
-  const { signal } = opts;
+  const { signal, s3 } = opts;
   for (;;) {
     signal?.throwIfAborted();
     attempts.n++;
-    const files = await resolveFiles(layout, q, opts.versions);
+    const files = await resolveFiles(layout, q, { s3, versions: opts.versions });
     try {
       await readHooks.afterListing?.(files);
-      const task: KeysTask = { query: q, files, firstRoundRows: readHooks.firstRoundRows };
+      const task: KeysTask = {
+        query: q,
+        files,
+        firstRoundRows: readHooks.firstRoundRows,
+        cloudOptions: cloudOptionsFor(files, s3),
+      };
       return { files, keys: await queryPool().run<RowKeys>('keys', task, [], signal) };
     } catch (err) {
-      if (!(await mayRetry(err, attempts))) throw err;
+      if (!(await mayRetry(err, attempts))) throw await readFailure(err, layout, q, opts);
     }
   }
 }
@@ -227,13 +272,13 @@ export async function* streamRows(
   opts: StreamOptions = {},
 ): AsyncGenerator<ReadChunk, void, undefined> {
   const q = normalizeQuery(table, query);
-  yield* streamNormalized(layout, q, opts, { n: 0 });
+  yield* streamNormalized(layout, q, { ...opts, s3: opts.s3 ?? resolveS3() }, { n: 0 });
 }
 
 async function* streamNormalized(
   layout: InstanceLayout,
   q: NormalizedQuery,
-  opts: StreamOptions,
+  opts: StreamOptions & { s3: ResolvedS3 },
   attempts: Attempts,
 ): AsyncGenerator<ReadChunk, void, undefined> {
   const { signal } = opts;
@@ -251,17 +296,18 @@ async function* streamNormalized(
       select: q.select,
       maxFieldChars: q.maxFieldChars,
       parts: fetchParts(keys, start, n, files),
+      cloudOptions: cloudOptionsFor(files, opts.s3),
     };
     let result: FetchResult;
     try {
       result = await queryPool().run<FetchResult>('fetch', task, [], signal);
     } catch (err) {
       // Nothing handed out yet: the query can start over on a fresh listing.
-      if (start > 0 || !(await mayRetry(err, attempts))) throw err;
+      if (start > 0 || !(await mayRetry(err, attempts))) throw await readFailure(err, layout, q, opts);
       ({ files, keys } = await findRows(layout, q, opts, attempts));
       continue;
     }
-    const rows = await rowsFromIpc(result.ipc);
+    const rows = await rowsOf(result.ipc);
     signal?.throwIfAborted();
     // Learn how many bytes of values a byte of these files holds.
     let fileBytes = 0;
@@ -284,7 +330,7 @@ export async function readRanges(
 ): Promise<Row[]> {
   if (parts.length === 0) return [];
   const task: RangeTask = { query: q, parts };
-  return rowsFromIpc(await queryPool().run<Uint8Array>('range', task, [], signal));
+  return rowsOf(await queryPool().run<Uint8Array>('range', task, [], signal));
 }
 
 /**
@@ -325,16 +371,18 @@ export async function readTable(
   if (returnAs !== 'objects' && returnAs !== 'lazy')
     throw new TypeError(`invalid returnAs ${JSON.stringify(returnAs)}: one of objects, lazy`);
   const q = normalizeQuery(table, query);
+  const s3 = opts.s3 ?? resolveS3();
 
   if (returnAs === 'lazy') {
-    let files = await resolveFiles(layout, q);
+    let files = await resolveFiles(layout, q, { s3 });
     if (q.maxRows !== null && q.filters.length === 0 && q.sinceUs === null && q.untilUs === null)
       files = pruneForNewest(files, q.maxRows);
     const { buildLazy } = await import('./scan.ts');
-    return buildLazy(q, files);
+    return buildLazy(q, files, cloudOptionsFor(files, s3));
   }
 
-  // Nothing is handed out before the end: a file vanished at any step restarts the whole read.
+  // Nothing is handed out before the end: a file vanished at any step (or a day's local copy
+  // cleaned once it was verified remotely) restarts the whole read.
   const attempts: Attempts = { n: 0 };
   for (;;) {
     try {
@@ -345,6 +393,7 @@ export async function readTable(
         q,
         {
           chunkBytes: COLLECT_CHUNK_BYTES,
+          s3,
           ...(opts.signal ? { signal: opts.signal } : {}),
         },
         attempts,
@@ -355,7 +404,18 @@ export async function readTable(
       }
       return rows;
     } catch (err) {
-      if (!(await mayRetry(err, attempts))) throw err;
+      if (!(await mayRetry(err, attempts)))
+        throw await readFailure(err, layout, q, { signal: opts.signal, s3 });
     }
   }
+}
+
+/** Rows in the files of a table, counted by reading them (local paths or s3:// URIs). */
+export async function countRows(
+  table: TableName,
+  paths: string[],
+  cloudOptions?: CloudOptions,
+): Promise<number> {
+  const task: CountTask = { table, paths, cloudOptions };
+  return queryPool().run<number>('count', task);
 }

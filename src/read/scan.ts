@@ -60,21 +60,42 @@ const SCAN_OPTIONS = {
 } as const;
 
 /**
+ * polars' object-store options for the s3:// files of a read, every value a string (see
+ * S3Settings.polarsCloudOptions). They hold secrets: never logged.
+ */
+export type CloudOptions = Record<string, string>;
+
+/** scanParquet's options for reaching a file: cloud options for s3:// URIs only. */
+function reach(path: string, cloud: CloudOptions | undefined): { cloudOptions?: CloudOptions } {
+  return cloud && path.startsWith('s3://') ? { cloudOptions: cloud } : {};
+}
+
+/**
  * One file as a lazy frame with every column of the table schema (a file written before a
  * column existed gets nulls, a narrower integer type is widened), with its row index from `offset`.
  */
-function scanFile(table: TableName, path: string, index?: { name: string; offset: number }): LazyDataFrame {
+function scanFile(
+  table: TableName,
+  path: string,
+  cloud: CloudOptions | undefined,
+  index?: { name: string; offset: number },
+): LazyDataFrame {
   return pl.scanParquet(path, {
     schema: tableSchema(table),
     ...SCAN_OPTIONS,
+    ...reach(path, cloud),
     ...(index ? { rowIndexName: index.name, rowIndexOffset: index.offset } : {}),
   });
 }
 
 /** One lazy frame over the files, concatenated in the given order (no row index). */
-export function scanFiles(table: TableName, files: readonly Pick<FileEntry, 'path'>[]): LazyDataFrame {
+export function scanFiles(
+  table: TableName,
+  files: readonly Pick<FileEntry, 'path'>[],
+  cloud?: CloudOptions,
+): LazyDataFrame {
   if (files.length === 0) return emptyFrame(table).lazy();
-  const scans = files.map((f) => scanFile(table, f.path));
+  const scans = files.map((f) => scanFile(table, f.path, cloud));
   return scans.length === 1 ? scans[0]! : pl.concat(scans, { how: 'vertical' });
 }
 
@@ -82,12 +103,16 @@ export function scanFiles(table: TableName, files: readonly Pick<FileEntry, 'pat
  * One lazy frame over files with known row counts, in arrival order, each row indexed (INDEX) by
  * its position in the concatenation; `starts` maps an index back to a file and a row.
  */
-function indexedScan(table: TableName, files: readonly FileEntry[]): { lf: LazyDataFrame; starts: number[] } {
+function indexedScan(
+  table: TableName,
+  files: readonly FileEntry[],
+  cloud: CloudOptions | undefined,
+): { lf: LazyDataFrame; starts: number[] } {
   const starts: number[] = [];
   let offset = 0;
   const scans = files.map((f) => {
     starts.push(offset);
-    const scan = scanFile(table, f.path, { name: INDEX, offset });
+    const scan = scanFile(table, f.path, cloud, { name: INDEX, offset });
     offset += f.numRecords!;
     return scan;
   });
@@ -229,9 +254,13 @@ function collectCut(
  * files are concatenated in arrival order and the rows passing the filters numbered, so that the
  * number orders ties by arrival.
  */
-export function buildLazy(q: NormalizedQuery, files: readonly FileEntry[]): LazyDataFrame {
+export function buildLazy(
+  q: NormalizedQuery,
+  files: readonly FileEntry[],
+  cloud?: CloudOptions,
+): LazyDataFrame {
   const where = predicate(q);
-  const scan = scanFiles(q.table, [...files].sort(byArrival));
+  const scan = scanFiles(q.table, [...files].sort(byArrival), cloud);
   const lf = (where === null ? scan : scan.filter(where)).withRowIndex(INDEX);
   return ordered(lf, { ...q, filters: [], sinceUs: null, untilUs: null }, SCAN_ORDER, false).select(
     ...projection(q.table, q.select, q.maxFieldChars),
@@ -262,13 +291,18 @@ function keysOf(df: DataFrame): RowKeys {
 }
 
 /** Files whose row count the statistics do not give get it from their footer. */
-function withRowCounts(files: readonly FileEntry[]): FileEntry[] {
+function withRowCounts(files: readonly FileEntry[], cloud: CloudOptions | undefined): FileEntry[] {
   return files.map((f) =>
     f.numRecords !== null
       ? f
       : {
           ...f,
-          numRecords: pl.scanParquet(f.path).select(pl.len()).collectSync().getColumn('len').get(0) as number,
+          numRecords: pl
+            .scanParquet(f.path, reach(f.path, cloud))
+            .select(pl.len())
+            .collectSync()
+            .getColumn('len')
+            .get(0) as number,
         },
   );
 }
@@ -277,8 +311,12 @@ function withRowCounts(files: readonly FileEntry[]): FileEntry[] {
  * The ordered, limited keys of the rows of `files` passing the query: scans of at most
  * MAX_SCAN_ROWS rows, their row indexes turned into (file arrival rank, row in file).
  */
-function keysOfFiles(q: NormalizedQuery, files: readonly FileEntry[]): DataFrame {
-  const sorted = withRowCounts(files).sort(byArrival);
+function keysOfFiles(
+  q: NormalizedQuery,
+  files: readonly FileEntry[],
+  cloud: CloudOptions | undefined,
+): DataFrame {
+  const sorted = withRowCounts(files, cloud).sort(byArrival);
   const parts: DataFrame[] = [];
   for (let i = 0; i < sorted.length; ) {
     const group: FileEntry[] = [];
@@ -287,7 +325,7 @@ function keysOfFiles(q: NormalizedQuery, files: readonly FileEntry[]): DataFrame
       rows += sorted[i]!.numRecords!;
       group.push(sorted[i++]!);
     }
-    const { lf, starts } = indexedScan(q.table, group);
+    const { lf, starts } = indexedScan(q.table, group, cloud);
     const df = ordered(lf, q, SCAN_ORDER, true).collectSync();
     const index = df.getColumn(INDEX).toTypedArray() as Uint32Array;
     const file = new Int32Array(index.length);
@@ -331,11 +369,12 @@ export function runKeys(
   q: NormalizedQuery,
   files: readonly FileEntry[],
   firstRoundRows = FIRST_ROUND_ROWS,
+  cloud?: CloudOptions,
 ): RowKeys {
   if (files.length === 0)
     return { file: new Int32Array(0), row: new Int32Array(0), ts: new BigInt64Array(0) };
   const maxRows = q.maxRows;
-  if (maxRows === null) return keysOf(keysOfFiles(q, files));
+  if (maxRows === null) return keysOf(keysOfFiles(q, files, cloud));
 
   const newest = [...files].sort(newestFirst);
   let result: DataFrame | null = null;
@@ -357,7 +396,7 @@ export function runKeys(
       i++;
     }
     if (round.length === 0) break;
-    const part = keysOfFiles(q, round);
+    const part = keysOfFiles(q, round, cloud);
     result = result === null ? part : merge([result, part], maxRows);
     // A file whose newest row equals the threshold may still hold a row winning the tie.
     if (result.height >= maxRows)
@@ -402,6 +441,8 @@ export interface FetchTask {
   select: string[];
   maxFieldChars: number | null;
   parts: FetchPart[];
+  /** For s3:// files. */
+  cloudOptions?: CloudOptions;
 }
 
 /** Bytes of files read by one scan of a fetch at most: files beyond it are read in later scans. */
@@ -420,7 +461,7 @@ const LARGE_ROW_BYTES = 8 * 1024;
  * scan. String values longer than maxFieldChars are cut, and listed.
  */
 export function fetchRows(task: FetchTask): { df: DataFrame; cuts: CutValue[] } {
-  const { table, select, maxFieldChars } = task;
+  const { table, select, maxFieldChars, cloudOptions } = task;
   const positions = task.parts.flatMap((p) => Array.from(p.positions));
   const frames: DataFrame[] = [];
   const cuts: CutValue[] = [];
@@ -441,7 +482,7 @@ export function fetchRows(task: FetchTask): { df: DataFrame; cuts: CutValue[] } 
       const first = p.rows[0]!;
       const span = p.rows[p.rows.length - 1]! - first + 1;
       for (const r of p.rows) wanted.push(offset + r);
-      const lf = scanFile(table, p.path, { name: ROW, offset }).slice(first, span);
+      const lf = scanFile(table, p.path, cloudOptions, { name: ROW, offset }).slice(first, span);
       offset += first + span;
       return lf;
     });
@@ -470,6 +511,7 @@ export function fetchRows(task: FetchTask): { df: DataFrame; cuts: CutValue[] } 
 
 /** Consecutive rows of one file: `count` rows from position `start`. */
 export interface RangePart {
+  /** A local file: a follower reads only days that still grow, never shipped ones. */
   path: string;
   start: number;
   count: number;
@@ -487,7 +529,7 @@ export interface RangeTask {
 export function rangeRows({ query: q, parts }: RangeTask): DataFrame {
   const where = predicate(q);
   const frames = parts.map((p) => {
-    const lf = scanFile(q.table, p.path).slice(p.start, p.count);
+    const lf = scanFile(q.table, p.path, undefined).slice(p.start, p.count);
     const df = (where === null ? lf : lf.filter(where)).select(...q.select).collectSync();
     return cutLongStrings(q.table, df, q.maxFieldChars).df;
   });

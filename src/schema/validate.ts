@@ -213,45 +213,19 @@ export class RowNormalizer {
   normalize(input: unknown): RowValues | string {
     if (typeof input !== 'object' || input === null || Array.isArray(input)) return 'not_an_object';
     const src = input as Row;
-    const s = this.s;
     const names = this.names;
     const n = names.length;
     const out: RowValues = new Array(n);
     let seen = 0;
     for (let i = 0; i < n; i++) {
       const v = src[names[i]!];
-      if (v === undefined || v === null) {
-        out[i] = null;
-        if (v === null) seen++;
-        continue;
-      }
-      seen++;
-      const f = this.fast[i];
-      if ((f === F_STRING && typeof v === 'string') || (f === F_DOUBLE && typeof v === 'number')) {
-        out[i] = v;
-        continue;
-      }
-      if (f === F_LONG && typeof v === 'bigint' && v >= INT64_MIN && v <= INT64_MAX) {
-        out[i] = v;
-        continue;
-      }
-      if (f === F_INTEGER && typeof v === 'number' && (v | 0) === v) {
-        out[i] = v;
-        continue;
-      }
-      const c = coerce(this.defs[i]!, v);
-      if (c === INVALID || c === RANGE) {
-        // With type validation off, a value that cannot be stored becomes null instead of failing the row.
-        if (!s.validateTypes) {
-          out[i] = null;
-          continue;
-        }
-        return `${c === RANGE ? 'out_of_range' : 'invalid_type'}:${names[i]}`;
-      }
-      out[i] = c;
+      if (v !== undefined) seen++;
+      out[i] = v ?? null;
     }
+    const typeError = this.coerceTypes(out);
+    if (typeError !== null) return typeError;
     // Keys the table has no column for (counted cheaply: only rows with extra keys are scanned).
-    if (s.strictColumns) {
+    if (this.s.strictColumns) {
       let keys = 0;
       for (const key in src) if (src[key] !== undefined) keys++;
       if (keys !== seen) {
@@ -260,7 +234,47 @@ export class RowNormalizer {
         }
       }
     }
+    return this.complete(out);
+  }
 
+  /**
+   * Validates and normalizes, in place, a row given as one value per column in schema order, null
+   * where it has none (the OTLP mappers' rows, which have no other keys); the rejection reason, or
+   * null.
+   */
+  normalizeValues(values: RowValues): string | null {
+    const r = this.coerceTypes(values) ?? this.complete(values);
+    return typeof r === 'string' ? r : null;
+  }
+
+  /** Each value converted to its column's type (nulls stay): the first that cannot be, as a reason. */
+  private coerceTypes(out: RowValues): string | null {
+    const n = out.length;
+    for (let i = 0; i < n; i++) {
+      const v = out[i];
+      if (v === null) continue;
+      const f = this.fast[i];
+      if ((f === F_STRING && typeof v === 'string') || (f === F_DOUBLE && typeof v === 'number')) continue;
+      if (f === F_LONG && typeof v === 'bigint' && v >= INT64_MIN && v <= INT64_MAX) continue;
+      if (f === F_INTEGER && typeof v === 'number' && (v | 0) === v) continue;
+      const c = coerce(this.defs[i]!, v);
+      if (c === INVALID || c === RANGE) {
+        // With type validation off, a value that cannot be stored becomes null instead of failing the row.
+        if (!this.s.validateTypes) {
+          out[i] = null;
+          continue;
+        }
+        return `${c === RANGE ? 'out_of_range' : 'invalid_type'}:${this.names[i]}`;
+      }
+      out[i] = c;
+    }
+    return null;
+  }
+
+  /** The rules after the types: service name, derived columns, required columns. */
+  private complete(out: RowValues): RowValues | string {
+    const s = this.s;
+    const names = this.names;
     // service_name: trimmed when normalizing; the default when missing.
     let service = out[this.serviceIdx] as string | null;
     if (service !== null && s.normalizeServiceName) service = service.trim();

@@ -12,8 +12,9 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { encodeStatus, rpcCodeForHttpStatus } from '../otlp/index.ts';
 import type { TokenFile, TokenScope } from '../storage/tokens.ts';
-import { formatOf } from './ingest.ts';
+import { formatOf, isIngestRoute } from './ingest.ts';
 import { isLoopback, isLoopbackHostHeader } from './loopback.ts';
+import { noteRefusal } from './refusals.ts';
 
 /** The token a request was made with (null when authentication is off). */
 export interface Principal {
@@ -29,14 +30,13 @@ declare module 'fastify' {
   }
 }
 
-const INGEST_ROUTES = new Set(['/v1/traces', '/v1/logs', '/v1/metrics']);
 /** Read routes that hold no project's data. */
 const OPEN_API_ROUTES = new Set(['/api/openapi.json']);
 
 /** The scope a route needs, or null for an open one (/healthz, the API description, 404s). */
 function scopeOf(url: string | undefined): TokenScope | null {
   if (url === undefined) return null;
-  if (INGEST_ROUTES.has(url)) return 'ingest';
+  if (isIngestRoute(url)) return 'ingest';
   if (url.startsWith('/api/') && !OPEN_API_ROUTES.has(url)) return 'read';
   return null;
 }
@@ -152,8 +152,9 @@ function refuse(
   status: 401 | 403,
   message: string,
 ): FastifyReply {
+  noteRefusal(reply, message);
   const error = status === 401 ? 'Unauthorized' : 'Forbidden';
-  if (!INGEST_ROUTES.has(request.routeOptions.url ?? '')) return reply.code(status).send({ error, message });
+  if (!isIngestRoute(request.routeOptions.url)) return reply.code(status).send({ error, message });
   const format = formatOf(request.headers['content-type']) ?? 'json';
   const body = encodeStatus(rpcCodeForHttpStatus(status), message, format);
   return reply

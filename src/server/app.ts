@@ -4,7 +4,6 @@ import { availableParallelism } from 'node:os';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import Fastify, { type FastifyInstance, type FastifyServerOptions, LogController } from 'fastify';
 import type { Logger } from '../index.ts';
-import type { ProtoCodec } from '../otlp/index.ts';
 import { isValidProjectId, PROJECT_ID_RULE } from '../schema/project.ts';
 import { TokenFile } from '../storage/tokens.ts';
 import { VERSION } from '../version.ts';
@@ -12,20 +11,17 @@ import { registerAccess } from './access.ts';
 import { Decoders } from './decode.ts';
 import { ProjectRates } from './fairness.ts';
 import { registerIngestRoutes } from './ingest.ts';
+import { ServerLimits } from './limits.ts';
 import { registerReadRoutes } from './read-api.ts';
+import { logRefusals, noteRefusal } from './refusals.ts';
 
 export interface BuildServerOptions {
   /** fastify's logger setting (pino options, or true/false). Default: off. */
   log?: FastifyServerOptions['logger'];
-  /**
-   * null serves JSON only; a codec is used to decode inline (`decode_workers` 0). Default:
-   * protobuf when the optional `protobufjs` package is installed.
-   */
-  proto?: ProtoCodec | null;
+  /** false serves JSON only. Default: protobuf when the optional `protobufjs` package is installed. */
+  protobuf?: boolean;
   /** How long an ingest request may wait for room in a full queue; default: the logger's block_timeout_s. */
   ingestWaitMs?: number;
-  /** Bytes of bodies waiting for a decode worker before requests get 503 (default 256 MiB). */
-  decodeBacklogBytes?: number;
 }
 
 /** A fastify app serving `logger`; call `listen()` on it, and `close()` before stopping the logger. */
@@ -36,15 +32,19 @@ export async function buildServer(logger: Logger, opts: BuildServerOptions = {})
       `invalid server_config.default_project_id ${JSON.stringify(server.default_project_id)}: use ${PROJECT_ID_RULE}`,
     );
   }
+  const limits = new ServerLimits(server);
   const app = Fastify({
+    ...limits.fastifyOptions(),
     logger: opts.log ?? false,
     // One line per request would cost more than the request at ingest rates; errors are still logged.
     logController: new LogController({ disableRequestLogging: true }),
     // Bodies are read by the ingest handlers with their own (post-decompression) limit.
     bodyLimit: server.body_limit_bytes,
-    return503OnClosing: true,
     forceCloseConnections: 'idle',
   });
+  limits.register(app);
+
+  logRefusals(app);
 
   const decoders = await Decoders.create({
     settings: logger.validation,
@@ -53,8 +53,7 @@ export async function buildServer(logger: Logger, opts: BuildServerOptions = {})
       valueLengthLimit: server.attribute_value_length_limit,
     },
     workers: server.decode_workers ?? availableParallelism(),
-    proto: opts.proto,
-    ...(opts.decodeBacklogBytes === undefined ? {} : { backlogBytes: opts.decodeBacklogBytes }),
+    ...(opts.protobuf === undefined ? {} : { protobuf: opts.protobuf }),
   });
   // After the last request: fastify runs onClose hooks once in-flight requests are answered.
   app.addHook('onClose', async () => decoders.close());
@@ -62,6 +61,7 @@ export async function buildServer(logger: Logger, opts: BuildServerOptions = {})
   app.setErrorHandler((err: Error & { statusCode?: number }, request, reply) => {
     const status = err.statusCode !== undefined && err.statusCode >= 400 ? err.statusCode : 500;
     if (status >= 500) request.log.error({ err }, 'request failed');
+    noteRefusal(reply, err.message);
     // A Content-Type header fastify cannot even parse: same plain-text 415 as any unsupported type.
     if (status === 415) return reply.code(415).type('text/plain; charset=utf-8').send(`${err.message}\n`);
     return reply
@@ -105,6 +105,7 @@ export async function buildServer(logger: Logger, opts: BuildServerOptions = {})
         p99: ms(loopDelay.percentile(99)),
         max: ms(loopDelay.max),
       },
+      http: limits.stats(),
       ...logger.stats(),
       reads: reads.stats(),
     };
@@ -113,6 +114,7 @@ export async function buildServer(logger: Logger, opts: BuildServerOptions = {})
   registerIngestRoutes(app, {
     logger,
     decoders,
+    bodies: limits.bodies,
     bodyLimitBytes: server.body_limit_bytes,
     defaultProjectId: server.default_project_id,
     rates: server.project_max_rows_per_s === null ? null : new ProjectRates(server.project_max_rows_per_s),

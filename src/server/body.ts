@@ -2,10 +2,12 @@
 // oversized body is cut off at the limit), and decompressed by the decoder (a decode worker, or
 // the event loop with decode_workers 0) with the output capped at the same limit (a
 // decompression bomb stops there). Synchronous zlib in a worker takes half the CPU of streaming
-// it through the event loop and the thread pool.
+// it through the event loop and the thread pool. The bytes of all bodies held at once are
+// bounded by one BodyBudget.
 
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import * as zlib from 'node:zlib';
+import { CodecUnavailableError, decompressLz4, decompressSnappy, decompressSnappyFramed } from './codecs.ts';
 
 /** A request the body reader refuses; `statusCode` is the HTTP status to answer with. */
 export class BodyError extends Error {
@@ -41,12 +43,26 @@ function gunzip(body: Buffer, options: { maxOutputLength: number }): Buffer {
   return zlib.gunzipSync(body, { ...options, chunkSize: gunzipBufferSize(body, options.maxOutputLength) });
 }
 
+/** Whether a body starts with a zlib header (RFC 1950: deflate method, header checksum). */
+function hasZlibHeader(body: Uint8Array): boolean {
+  return body.length >= 2 && (body[0]! & 0x0f) === 8 && ((body[0]! << 8) | body[1]!) % 31 === 0;
+}
+
+// HTTP's "deflate" is the zlib format (RFC 9110 8.4.1.2), which the Collector sends for both
+// `deflate` and `zlib`; some clients send raw deflate under that name, which is accepted too.
+const inflate: Decompress = (body, options) =>
+  hasZlibHeader(body) ? zlib.inflateSync(body, options) : zlib.inflateRawSync(body, options);
+
+/** Every coding the Collector's otlp_http exporter offers (its `compression`), and brotli. */
 const DECOMPRESSORS: Record<string, Decompress> = {
   gzip: gunzip,
   'x-gzip': gunzip,
-  // HTTP's "deflate" is the zlib format (RFC 9110 8.4.1.2).
-  deflate: zlib.inflateSync,
+  deflate: inflate,
+  zlib: inflate,
   br: zlib.brotliDecompressSync,
+  snappy: decompressSnappy,
+  'x-snappy-framed': decompressSnappyFramed,
+  lz4: decompressLz4,
 };
 // zstd arrived in Node 22.15 / 23.8; offered only where this Node has it.
 const zstd = (zlib as unknown as { zstdDecompressSync?: Decompress }).zstdDecompressSync;
@@ -95,6 +111,9 @@ export function decompress(body: Buffer, codings: readonly string[], limit: numb
       if ((err as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE') {
         throw tooLarge(limit, 'size after decompression');
       }
+      if (err instanceof CodecUnavailableError) {
+        throw new BodyError(415, `Content-Encoding "${coding}" is not available here: ${err.message}`);
+      }
       throw new BodyError(400, `cannot decompress the request body: ${(err as Error).message}`);
     }
   }
@@ -102,17 +121,105 @@ export function decompress(body: Buffer, codings: readonly string[], limit: numb
 }
 
 /**
- * The whole body of `req` as one buffer, as sent (at most `limit` bytes). Rejects with a BodyError
- * (413 over the limit, 400 when the client aborts). On a refusal the rest of the request is left
- * to drain, so the response can still be read by the client.
+ * The bytes of request bodies the server holds at once (server_config.max_body_bytes_in_flight),
+ * from the first byte read until the request is answered: the body as sent while it is read and
+ * decoded, then the rows decoded from it until they are queued. One accounting for every stage,
+ * so that a flood of large, slow or stalled uploads is refused (503) instead of held in memory.
  */
-export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+export class BodyBudget {
+  readonly limit: number;
+  private held = 0;
+  /** Requests refused because their body did not fit. */
+  refused = 0;
+
+  constructor(limit: number) {
+    if (!(Number.isSafeInteger(limit) && limit > 0)) throw new TypeError('the body budget must be > 0 bytes');
+    this.limit = limit;
+  }
+
+  /** Bytes held now. */
+  get bytes(): number {
+    return this.held;
+  }
+
+  /** A handle for one request's bytes; release it once the request is answered. */
+  lease(): BodyLease {
+    return new BodyLease(this, (delta) => {
+      this.held += delta;
+    });
+  }
+
+  /** Whether `n` more bytes fit beside `own` bytes already held by the asking request. */
+  fits(n: number, own: number): boolean {
+    // A body alone always fits: a budget below body_limit_bytes still serves one large body.
+    return this.held === own || this.held + n <= this.limit;
+  }
+}
+
+/** The bytes one request holds of a BodyBudget. */
+export class BodyLease {
+  private held = 0;
+  private released = false;
+  readonly budget: BodyBudget;
+  private readonly add: (delta: number) => void;
+
+  constructor(budget: BodyBudget, add: (delta: number) => void) {
+    this.budget = budget;
+    this.add = add;
+  }
+
+  get bytes(): number {
+    return this.held;
+  }
+
+  /** Takes `n` more bytes if they fit (true), else nothing (false). */
+  grow(n: number): boolean {
+    if (this.released) return false;
+    if (!this.budget.fits(n, this.held)) return false;
+    this.held += n;
+    this.add(n);
+    return true;
+  }
+
+  /**
+   * Holds exactly `n` bytes from now on, whether they fit or not: what the request turned into
+   * (its decoded rows) is already in memory, and counts until it is answered.
+   */
+  hold(n: number): void {
+    if (this.released) return;
+    this.add(n - this.held);
+    this.held = n;
+  }
+
+  /** Gives the bytes back (idempotent). */
+  release(): void {
+    if (this.released) return;
+    this.released = true;
+    this.add(-this.held);
+    this.held = 0;
+  }
+}
+
+function tooBusy(budget: BodyBudget): BodyError {
+  budget.refused++;
+  return new BodyError(
+    503,
+    `the server holds its limit of request bodies (server_config.max_body_bytes_in_flight = ${budget.limit} bytes)`,
+  );
+}
+
+/**
+ * The whole body of `req` as one buffer, as sent (at most `limit` bytes), its bytes taken from
+ * `lease` before they are read (the announced Content-Length at once, else chunk by chunk).
+ * Rejects with a BodyError: 413 over the limit, 503 when the body does not fit the budget, 400
+ * when the client aborts. On a refusal reading stops: once answered, node reads and drops the
+ * rest of the body to keep the connection, unless the answer ends it (closeAfterAnswer).
+ */
+export function readBody(req: IncomingMessage, limit: number, lease: BodyLease): Promise<Buffer> {
   const declared = req.headers['content-length'];
   const length = declared === undefined ? -1 : Number(declared);
-  if (length > limit) {
-    req.resume();
-    return Promise.reject(tooLarge(limit, 'size (Content-Length)'));
-  }
+  if (length > limit) return Promise.reject(tooLarge(limit, 'size (Content-Length)'));
+  if (length > 0 && !lease.grow(length)) return Promise.reject(tooBusy(lease.budget));
   return new Promise((resolve, reject) => {
     // With a Content-Length the bytes are copied once into place; else chunks are joined at the end.
     let into: Buffer | null = length > 0 ? Buffer.allocUnsafe(length) : null;
@@ -123,7 +230,7 @@ export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
       if (settled) return;
       settled = true;
       req.off('data', onData);
-      req.resume();
+      req.pause();
       reject(err);
     };
     const onData = (chunk: Buffer): void => {
@@ -142,6 +249,10 @@ export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
           chunks.push(into.subarray(0, received));
           into = null;
         }
+        if (next > lease.bytes && !lease.grow(next - lease.bytes)) {
+          fail(tooBusy(lease.budget));
+          return;
+        }
         chunks.push(chunk);
       }
       received = next;
@@ -157,5 +268,29 @@ export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
     req.once('close', () => {
       if (!req.complete) fail(new BodyError(400, 'request aborted by the client'));
     });
+  });
+}
+
+/**
+ * How long a connection whose upload was refused stays half-closed before it is cut: long enough
+ * for the client to read the answer, which a reset would destroy in its receive buffer.
+ */
+const LINGER_MS = 1000;
+
+/**
+ * Ends the connection once `res` is sent, for an answer given before the body was read to the
+ * end (413, 503): instead of reading the rest of a large or stalled upload, the server sends its
+ * FIN after the answer and cuts the connection LINGER_MS later (at once when the client closes).
+ */
+export function closeAfterAnswer(res: ServerResponse): void {
+  const socket = res.socket;
+  if (!socket) return;
+  res.once('finish', () => {
+    socket.end();
+    // node resumes reading to drop the rest of the body (on the next tick): stop it right after.
+    setImmediate(() => socket.pause());
+    const timer = setTimeout(() => socket.destroy(), LINGER_MS);
+    timer.unref();
+    socket.once('close', () => clearTimeout(timer));
   });
 }

@@ -3,12 +3,11 @@
 
 import { workerData } from 'node:worker_threads';
 import { transferables } from '../delta/batch.ts';
-import { loadProtobuf } from '../otlp/index.ts';
 import { serveTasks, transferResult } from '../storage/worker-pool.ts';
 import { type DecoderInit, type DecodeTask, RequestDecoder } from './decode.ts';
 
 const init = workerData as DecoderInit;
-const decoder = new RequestDecoder(init.protobuf ? await loadProtobuf() : null, init.settings, init.limits);
+const decoder = new RequestDecoder(init.protobuf, init.settings, init.limits);
 
 serveTasks({
   decode(task: DecodeTask) {

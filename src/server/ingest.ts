@@ -15,9 +15,10 @@ import {
 } from '../otlp/index.ts';
 import { isValidProjectId, PROJECT_ID_RULE } from '../schema/project.ts';
 import type { TableName } from '../schema/tables.ts';
-import { BodyError, codingsFor, readBody } from './body.ts';
+import { type BodyBudget, BodyError, closeAfterAnswer, codingsFor, readBody } from './body.ts';
 import type { DecodedTable, DecodeResult, Decoders } from './decode.ts';
 import type { ProjectRates } from './fairness.ts';
+import { noteRefusal } from './refusals.ts';
 
 type Format = BodyFormat;
 
@@ -45,7 +46,7 @@ const CONTENT_TYPE: Record<Format, string> = {
   protobuf: 'application/x-protobuf',
 };
 
-/** Seconds a client is asked to wait before retrying (queue full, decoders busy, server stopping). */
+/** Seconds a client is asked to wait before retrying (queue full, bodies in flight, server stopping). */
 const RETRY_AFTER_S = 1;
 
 /** Request outcomes answered 503 + Retry-After, with what they mean to the client. */
@@ -60,6 +61,8 @@ export interface IngestRouteOptions {
   logger: Logger;
   /** Where bodies are decoded, mapped and normalized (worker threads, or inline); also whether protobuf is. */
   decoders: Decoders;
+  /** Bytes of request bodies held at once: a body that does not fit is answered 503. */
+  bodies: BodyBudget;
   bodyLimitBytes: number;
   defaultProjectId: string;
   /** The per-project ingest rate (server_config.project_max_rows_per_s), or null for none. */
@@ -79,6 +82,7 @@ export function formatOf(contentType: string | undefined): Format | null {
 }
 
 function sendText(reply: FastifyReply, status: number, text: string): FastifyReply {
+  noteRefusal(reply, text);
   return reply
     .code(status)
     .type('text/plain; charset=utf-8')
@@ -92,10 +96,41 @@ function asBuffer(bytes: Uint8Array): Buffer {
 
 /** A failure answered with a google.rpc.Status in the request's encoding. */
 function sendStatus(reply: FastifyReply, status: number, message: string, format: Format): FastifyReply {
+  noteRefusal(reply, message);
   return reply
     .code(status)
     .type(CONTENT_TYPE[format])
     .send(asBuffer(encodeStatus(rpcCodeForHttpStatus(status), message, format)));
+}
+
+/**
+ * 503 with Retry-After (429: a project over its rate or queue share): the client should send the
+ * same request again later.
+ */
+function sendRetryLater(
+  reply: FastifyReply,
+  why: string,
+  format: Format,
+  status: 503 | 429 = 503,
+  seconds = RETRY_AFTER_S,
+): FastifyReply {
+  reply.header('retry-after', String(seconds));
+  return sendStatus(reply, status, `${why}; retry after ${seconds} s`, format);
+}
+
+/**
+ * The answer to an OTLP export arriving while the server stops: 503 with Retry-After and a
+ * google.rpc.Status in the request's encoding (JSON unless it is protobuf), and the connection
+ * closed, so that the client retries against the next server.
+ */
+export function refuseWhileStopping(request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  reply.header('connection', 'close');
+  return sendRetryLater(reply, 'the server is stopping', formatOf(request.headers['content-type']) ?? 'json');
+}
+
+/** Whether `url` (a route's path) is one of the OTLP export routes. */
+export function isIngestRoute(url: string | undefined): boolean {
+  return SIGNAL_ROUTES.some((r) => r.path === url);
 }
 
 function headerValue(value: string | string[] | undefined): string | undefined {
@@ -125,13 +160,8 @@ function describeRejections(
 
 /** 429 for a project over server_config.project_max_rows_per_s. */
 function overRate(reply: FastifyReply, seconds: number, format: Format): FastifyReply {
-  reply.header('retry-after', String(seconds));
-  return sendStatus(
-    reply,
-    429,
-    `the project is over its ingest rate (server_config.project_max_rows_per_s); retry after ${seconds} s`,
-    format,
-  );
+  const why = 'the project is over its ingest rate (server_config.project_max_rows_per_s)';
+  return sendRetryLater(reply, why, format, 429, seconds);
 }
 
 export function registerIngestRoutes(app: FastifyInstance, opts: IngestRouteOptions): void {
@@ -197,12 +227,18 @@ export function registerIngestRoutes(app: FastifyInstance, opts: IngestRouteOpti
       if (err instanceof BodyError) return sendText(reply, err.statusCode, err.message);
       throw err;
     }
+    // The body's bytes count against the budget until the request is answered, whatever the path.
+    const lease = opts.bodies.lease();
+    reply.raw.once('close', () => lease.release());
     let body: Buffer;
     try {
-      body = await readBody(request.raw, opts.bodyLimitBytes);
+      body = await readBody(request.raw, opts.bodyLimitBytes, lease);
     } catch (err) {
-      if (err instanceof BodyError) return sendStatus(reply, err.statusCode, err.message, format);
-      throw err;
+      if (!(err instanceof BodyError)) throw err;
+      // Refused before the whole body was read: the connection ends after the answer.
+      closeAfterAnswer(reply.raw);
+      if (err.statusCode === 503) return sendRetryLater(reply, err.message, format);
+      return sendStatus(reply, err.statusCode, err.message, format);
     }
 
     // An empty body is an empty export request: nothing to store, success.
@@ -229,11 +265,7 @@ export function registerIngestRoutes(app: FastifyInstance, opts: IngestRouteOpti
       request.log.error({ err }, 'decoding an OTLP request failed');
       return sendStatus(reply, 500, `internal error: ${(err as Error).message}`, format);
     }
-    if (!decoded.ok) {
-      if (!('busy' in decoded)) return sendStatus(reply, decoded.status, decoded.message, format);
-      reply.header('retry-after', String(RETRY_AFTER_S));
-      return sendStatus(reply, 503, `${decoded.message}: retry after ${RETRY_AFTER_S} s`, format);
-    }
+    if (!decoded.ok) return sendStatus(reply, decoded.status, decoded.message, format);
 
     const { projects } = decoded;
     if (opts.rates) {
@@ -242,9 +274,13 @@ export function registerIngestRoutes(app: FastifyInstance, opts: IngestRouteOpti
       opts.rates.take(projects);
     }
     const tables: RequestTables = {};
+    let decodedBytes = 0;
     for (const [table, t] of Object.entries(decoded.tables) as [TableName, DecodedTable][]) {
       tables[table] = { batch: t.batch, rejected: t.reasons };
+      decodedBytes += t.batch.packed.byteLength;
     }
+    // The body is gone (moved to the decoder); its rows are what the request holds until queued.
+    lease.hold(decodedBytes);
     let result: RequestResult;
     try {
       result = await logger.ingestRequest(tables, { ...waitFor, projects });
@@ -255,19 +291,13 @@ export function registerIngestRoutes(app: FastifyInstance, opts: IngestRouteOpti
     }
     if (result.outcome !== 'accepted') opts.rates?.refund(projects);
     if (result.outcome === 'project_full') {
-      reply.header('retry-after', String(RETRY_AFTER_S));
-      return sendStatus(
-        reply,
-        429,
-        `a project of this request holds its share of the ingest queue (producer_config.project_queue_share); retry after ${RETRY_AFTER_S} s`,
-        format,
-      );
+      const why =
+        'a project of this request holds its share of the ingest queue (producer_config.project_queue_share)';
+      return sendRetryLater(reply, why, format, 429);
     }
     const retry = RETRY_LATER[result.outcome];
     if (retry !== undefined) {
-      reply.header('retry-after', String(RETRY_AFTER_S));
-      const why = result.message ? `${retry}: ${result.message}` : retry;
-      return sendStatus(reply, 503, `${why}; retry after ${RETRY_AFTER_S} s`, format);
+      return sendRetryLater(reply, result.message ? `${retry}: ${result.message}` : retry, format);
     }
 
     let rejected = 0;

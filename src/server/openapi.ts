@@ -168,6 +168,10 @@ function otlpPath(service: string, item: string): object {
         },
         '400': OTLP_STATUS,
         '405': { description: 'Method other than POST.' },
+        '408': {
+          description:
+            'Headers or body not received within server_config.header_timeout_s / request_timeout_s; the connection is closed.',
+        },
         '401': { ...OTLP_STATUS, description: UNAUTHORIZED },
         '403': { ...OTLP_STATUS, description: FORBIDDEN },
         '413': OTLP_STATUS,
@@ -181,7 +185,8 @@ function otlpPath(service: string, item: string): object {
         },
         '503': {
           description:
-            'The ingest queue stayed full, the decode workers are busy, or the server is stopping; ' +
+            'The ingest queue stayed full, writes to a table the request feeds are failing, the server ' +
+            'holds server_config.max_body_bytes_in_flight of request bodies, or the server is stopping; ' +
             'retry after the Retry-After header.',
           headers: { 'Retry-After': { schema: { type: 'integer' } } },
           content: OTLP_CONTENT,

@@ -9,18 +9,20 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from '../index.ts';
 import {
   type CutValue,
+  DamagedTableError,
   type ReadChunk,
   type ReadQuery,
   rowToJson,
   StorageUnavailableError,
-  streamRows,
   validateQuery,
 } from '../read/index.ts';
 import { isValidProjectId, PROJECT_ID_RULE } from '../schema/project.ts';
 import type { TableName } from '../schema/tables.ts';
 import { validateDay } from '../storage/layout.ts';
+import { ObjectStoreError } from '../storage/object-store.ts';
 import type { ServerConfig } from '../storage/options.ts';
 import { OPENAPI_DOCUMENT, READ_ROUTES } from './openapi.ts';
+import { noteRefusal } from './refusals.ts';
 
 const DEFAULT_LIMIT = 100;
 export const MAX_LIMIT = 10_000;
@@ -160,6 +162,7 @@ function toHttpNames(message: string): string {
 }
 
 function sendError(reply: FastifyReply, status: number, message: string, extra?: object): FastifyReply {
+  noteRefusal(reply, message);
   const error = status === 400 ? 'Bad Request' : status === 503 ? 'Service Unavailable' : 'Error';
   return reply.code(status).send({ error, message, ...extra });
 }
@@ -302,8 +305,7 @@ export function registerReadRoutes(
       }
     });
 
-    const chunks = streamRows(
-      logger.layout,
+    const chunks = logger.readChunks(
       table,
       { ...query, maxFieldChars: limits.read_field_limit_chars },
       { signal: controller.signal },
@@ -318,6 +320,13 @@ export function registerReadRoutes(
       if (controller.signal.aborted) return reply.hijack();
       const bad = badRequest(err);
       if (bad) return sendError(reply, 400, bad.message, bad.parameter ? { parameter: bad.parameter } : {});
+      // Object storage unreachable or refusing: the failure is upstream, not this request's.
+      if (err instanceof ObjectStoreError) return sendError(reply, 502, err.message);
+      if (err instanceof DamagedTableError) {
+        return reply
+          .code(500)
+          .send({ error: 'Damaged Table', message: err.message, table: err.table, day: err.day });
+      }
       throw err;
     }
 

@@ -1,16 +1,33 @@
-// `index/days.jsonl`: one JSON line per day phase, append-only, never rewritten.
+// `index/days.jsonl`: one JSON line per day phase, append-only, never rewritten. This module is its
+// only reader and writer: the shipper records phases here, reads choose a day's storage from it,
+// and write-ahead-log replay skips the days it shows as sealed or later.
 
-import { appendFile, mkdir } from 'node:fs/promises';
+import { mkdir, open } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { readTextIfExists } from './files.ts';
 
 export type DayPhase = 'open' | 'sealed' | 'uploaded' | 'verified' | 'cleaned' | 'failed';
 
+/** The phases a day moves through, in order (`failed` lines sit beside them). */
+export const DAY_PHASES = ['open', 'sealed', 'uploaded', 'verified', 'cleaned'] as const;
+export type DayProgress = (typeof DAY_PHASES)[number];
+
+/** What a phase line records about one table of the day. */
+export interface TablePhaseStats {
+  rows: number;
+  version: number;
+  /** Bytes of the table's files (data and log). */
+  bytes?: number;
+  /** Files of the table (data and log). */
+  files?: number;
+}
+
 export interface DayPhaseLine {
   day: string;
   phase: DayPhase;
   at: string;
-  tables?: Record<string, { rows: number; version: number }>;
+  tables?: Record<string, TablePhaseStats>;
+  /** `failed` lines: the step that failed (seal, upload, verify, clean) and why. */
   step?: string;
   error?: string;
 }
@@ -21,7 +38,14 @@ export async function appendDayPhase(
 ): Promise<void> {
   await mkdir(dirname(file), { recursive: true });
   const full: DayPhaseLine = { ...line, at: line.at ?? new Date().toISOString() };
-  await appendFile(file, JSON.stringify(full) + '\n');
+  // Synced: the line of a phase is on disk before whatever follows it (cleaning after `verified`).
+  const fh = await open(file, 'a');
+  try {
+    await fh.appendFile(JSON.stringify(full) + '\n');
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
 }
 
 /** Every phase line; a torn last line (crash while appending) is skipped. */
@@ -37,5 +61,57 @@ export async function readDayPhases(file: string): Promise<DayPhaseLine[]> {
       // a partial line from an interrupted append: the phase did not happen
     }
   }
+  return out;
+}
+
+/** Where a day stands, from its lines. */
+export interface DayState {
+  day: string;
+  /** The furthest phase reached (failures aside). */
+  phase: DayProgress;
+  /** The counts recorded by the seal (what the remote copy must equal), when sealed. */
+  sealed: Record<string, TablePhaseStats> | null;
+  /** The failure recorded after the last phase, if any. */
+  failure: { step: string; error: string; at: string } | null;
+  /** Failures recorded since the last phase. */
+  failures: number;
+}
+
+/** Each day's state, by day. */
+export function dayStates(lines: readonly DayPhaseLine[]): Map<string, DayState> {
+  const out = new Map<string, DayState>();
+  for (const line of lines) {
+    if (typeof line.day !== 'string') continue;
+    let s = out.get(line.day);
+    if (!s) {
+      s = { day: line.day, phase: 'open', sealed: null, failure: null, failures: 0 };
+      out.set(line.day, s);
+    }
+    if (line.phase === 'failed') {
+      s.failure = { step: line.step ?? 'unknown', error: line.error ?? '', at: line.at };
+      s.failures++;
+      continue;
+    }
+    const rank = DAY_PHASES.indexOf(line.phase);
+    if (rank < 0) continue;
+    // A phase may be recorded again (a day sealed anew after a crash): the furthest one counts.
+    if (rank >= DAY_PHASES.indexOf(s.phase)) s.phase = line.phase;
+    if (line.phase === 'sealed' && line.tables) s.sealed = line.tables;
+    if (rank > 0) {
+      s.failure = null;
+      s.failures = 0;
+    }
+  }
+  return out;
+}
+
+export async function readDayStates(file: string): Promise<Map<string, DayState>> {
+  return dayStates(await readDayPhases(file));
+}
+
+/** Days sealed or further along: their tables take no more rows (write-ahead-log replay skips them). */
+export async function sealedDays(file: string): Promise<Set<string>> {
+  const out = new Set<string>();
+  for (const s of (await readDayStates(file)).values()) if (s.phase !== 'open') out.add(s.day);
   return out;
 }

@@ -39,6 +39,16 @@ export function validateDay(day: unknown, what = 'day'): string {
   throw new TypeError(`invalid ${what} ${JSON.stringify(day)}: expected a UTC day as YYYY-MM-DD`);
 }
 
+/** Whether a folder or index name is a real `YYYY-MM-DD` day. */
+export function isDay(name: string): boolean {
+  try {
+    validateDay(name);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** The UTC day of a time in milliseconds since the epoch. */
 export function utcDay(ms: number): string {
   return new Date(ms).toISOString().slice(0, 10);
@@ -82,6 +92,10 @@ export class InstanceLayout {
   }
   get pidFile(): string {
     return join(this.root, 'otelake.pid');
+  }
+  /** Where the server holding the pidfile listens (JSON), for `otelake status` and `stop`. */
+  get addressFile(): string {
+    return join(this.root, 'otelake.address.json');
   }
   get serverLog(): string {
     return join(this.root, 'logs', 'server.log');

@@ -73,6 +73,18 @@ export interface ServerConfig {
   port: number;
   /** Largest accepted request body after decompression, in bytes. */
   body_limit_bytes: number;
+  /**
+   * Bytes of request bodies held at once, from the first byte read until the request is answered
+   * (as sent while read and decoded, then as decoded rows): a new body beyond it gets 503 +
+   * Retry-After. A body alone is always let in.
+   */
+  max_body_bytes_in_flight: number;
+  /** Seconds from a request's first byte until its headers must be in (else 408, connection closed). */
+  header_timeout_s: number;
+  /** Seconds from a request's first byte until its whole body must be in (else 408, connection closed). */
+  request_timeout_s: number;
+  /** Seconds an idle keep-alive connection stays open waiting for the next request. */
+  idle_timeout_s: number;
   /** Project of requests with neither an X-Project-Id header nor a project.id resource attribute. */
   default_project_id: string;
   /**
@@ -150,6 +162,11 @@ export function defaultOptions(): LoggerOptions {
       host: '0.0.0.0',
       port: 4318,
       body_limit_bytes: 64 * 1024 * 1024,
+      max_body_bytes_in_flight: 256 * 1024 * 1024,
+      header_timeout_s: 10,
+      request_timeout_s: 60,
+      // Longer than the 60 s idle timeout of common load balancers and clients: they close first.
+      idle_timeout_s: 72,
       default_project_id: 'default',
       decode_workers: null,
       max_concurrent_reads: 4,
@@ -248,6 +265,20 @@ export function validateOptions(o: LoggerOptions): void {
   check(typeof v.host === 'string' && v.host.length > 0, 'server_config.host: expected a host name');
   check(Number.isInteger(v.port) && v.port >= 0 && v.port <= 65535, 'server_config.port: expected 0..65535');
   check(isPosInt(v.body_limit_bytes), 'server_config.body_limit_bytes: expected a positive integer');
+  check(
+    isPosInt(v.max_body_bytes_in_flight),
+    'server_config.max_body_bytes_in_flight: expected a positive integer',
+  );
+  for (const k of ['header_timeout_s', 'request_timeout_s', 'idle_timeout_s'] as const) {
+    check(
+      typeof v[k] === 'number' && v[k] > 0 && v[k] <= 86_400,
+      `server_config.${k}: expected 0 < seconds <= 86400`,
+    );
+  }
+  check(
+    v.header_timeout_s <= v.request_timeout_s,
+    'server_config.header_timeout_s: must not exceed request_timeout_s',
+  );
   check(
     typeof v.default_project_id === 'string' && v.default_project_id.length > 0,
     'server_config.default_project_id: expected a non-empty string',

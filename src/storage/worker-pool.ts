@@ -3,6 +3,7 @@
 // catchable error instead of aborting the process. Workers are
 // recycled after a number of tasks because polars frees native memory only when V8 collects.
 
+import module from 'node:module';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import {
@@ -137,8 +138,13 @@ export class WorkerPool {
 
   private spawn(): Slot {
     // Without execArgv a worker inherits the parent's flags; extra flags replace them.
+    const cache = module.getCompileCacheDir?.();
     const worker = new Worker(this.url, {
       ...(this.opts.execArgv.length > 0 ? { execArgv: this.opts.execArgv } : {}),
+      // The compile cache the process enabled (bin/otelake.js does) serves the workers too: a
+      // worker then loads compiled code instead of stripping the types of every module again
+      // (~10 MiB of RSS less per worker, measured with the server's four).
+      ...(cache ? { env: { ...process.env, NODE_COMPILE_CACHE: cache } } : {}),
       workerData: this.opts.workerData,
       resourceLimits: this.opts.resourceLimits,
     });

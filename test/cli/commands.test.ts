@@ -36,7 +36,16 @@ describe('otelake (no server)', () => {
       init: ['-I, --instance-id', '-D, --dir', './svc_data', '"default"'],
       start: ['-H, --host', '0.0.0.0', '-P, --port', '4318', '-R, --reload', '-F, --foreground'],
       stop: ['-I, --instance-id', '-D, --dir', '-F, --force'],
-      status: ['-H, --host', '127.0.0.1', '-P, --port', '-T, --timeout', '(default: 5)'],
+      status: [
+        '-I, --instance-id',
+        '-D, --dir',
+        '-H, --host',
+        '127.0.0.1',
+        '-P, --port',
+        '4318',
+        '-T, --timeout',
+        '(default: 5)',
+      ],
       view: [
         '-S, --storage',
         '-n, --rows',

@@ -38,6 +38,7 @@ describe('otelake init, start, export, status, view, stop', () => {
   let dir: { path: string; remove: () => Promise<void> };
   let port: number;
   let pidFile: string;
+  let addressFile: string;
   const started: number[] = [];
   const run = (args: string[], env?: Record<string, string>) =>
     otelake(args, { cwd: dir.path, ...(env ? { env } : {}) });
@@ -46,6 +47,7 @@ describe('otelake init, start, export, status, view, stop', () => {
     dir = await tempDir('flow');
     port = await freePort();
     pidFile = join(dir.path, 'svc_data', 'default', 'otelake.pid');
+    addressFile = join(dir.path, 'svc_data', 'default', 'otelake.address.json');
   });
   after(async () => {
     for (const pid of started) killQuietly(pid);
@@ -109,7 +111,8 @@ describe('otelake init, start, export, status, view, stop', () => {
     // 2 spans, 1 span event, 5 logs, 1 sum point, 1 histogram point.
     let status: RunResult | undefined;
     await waitFor('the rows to reach the aggregator', async () => {
-      status = await run(['status', '-P', String(port), '-T', '2']);
+      // No --port: status finds the instance's server where start recorded it.
+      status = await run(['status', '-T', '2']);
       return /accepted\s+│ 10 /.test(status.stdout) && /queue\s+│ 0 \//.test(status.stdout);
     });
     assert.equal(status!.code, 0, status!.stderr);
@@ -118,6 +121,7 @@ describe('otelake init, start, export, status, view, stop', () => {
     assert.match(status!.stdout, /│ span_events\s+│\s+1 │/);
     assert.match(status!.stdout, /rows written\s+│ 0 /);
     assert.match(status!.stdout, new RegExp(`pid\\s+│ ${await readPid()} `));
+    assert.match(status!.stdout, new RegExp(`^otelake 0\\.1\\.1 at http://127\\.0\\.0\\.1:${port}: ok`));
     // The server panel reads the /healthz fields by their names.
     assert.match(status!.stdout, /instance\s+│ default /);
     assert.match(status!.stdout, /uptime\s+│ \d+ (s|min)/);
@@ -128,9 +132,13 @@ describe('otelake init, start, export, status, view, stop', () => {
     const pid = await readPid();
     const r = await run(['stop']);
     assert.equal(r.code, 0, r.stderr);
-    assert.match(r.stdout, new RegExp(`stopping otelake \\(pid ${pid}\\)[\\s\\S]*stopped`));
+    assert.match(
+      r.stdout,
+      new RegExp(`stopping otelake \\(pid ${pid} at http://127\\.0\\.0\\.1:${port}\\)[\\s\\S]*stopped`),
+    );
     assert.equal(alive(pid), false);
     await assert.rejects(stat(pidFile), { code: 'ENOENT' });
+    await assert.rejects(stat(addressFile), { code: 'ENOENT' });
 
     const logs = await run(['view', '-t', 'logs']);
     assert.equal(logs.code, 0, logs.stderr);
@@ -211,6 +219,20 @@ describe('otelake init, start, export, status, view, stop', () => {
     const status = await run(['status', '-P', String(port)]);
     assert.equal(status.code, 1);
     assert.match(status.stderr, /connection refused/);
+    // From the instance alone: no server recorded any more, so status looks where the saved
+    // server_config says the instance's server would listen.
+    const optionsFile = join(dir.path, 'svc_data', 'default', 'configs', 'options.json');
+    const options = JSON.parse(await readFile(optionsFile, 'utf8'));
+    options.server_config = { ...options.server_config, host: '0.0.0.0', port };
+    await writeFile(optionsFile, JSON.stringify(options, null, 2));
+    const byInstance = await run(['status', '-T', '1']);
+    assert.equal(byInstance.code, 1);
+    assert.match(
+      byInstance.stderr,
+      new RegExp(
+        `at http://127\\.0\\.0\\.1:${port}: connection refused .*no server of instance 'default' runs from`,
+      ),
+    );
     const again = await run(['stop']);
     assert.equal(again.code, 1);
     assert.match(again.stderr, /no server is running/);

@@ -2,11 +2,12 @@
 // supervisor restarting the server when the code changes), spawned as a user would.
 
 import assert from 'node:assert/strict';
-import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
+import { type ChildProcessWithoutNullStreams, spawn, spawnSync } from 'node:child_process';
 import { readFile, stat, utimes } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { stripVTControlCharacters } from 'node:util';
 import { alive, freePort, killQuietly, LAUNCHER, tempDir, waitFor } from './helpers.ts';
 
 function startForeground(
@@ -66,6 +67,57 @@ describe('start --foreground', () => {
     assert.equal(await exited(fg.child), 0, fg.output());
     assert.match(fg.output(), /stopped cleanly/);
     await assert.rejects(stat(pidFile), { code: 'ENOENT' });
+    // Not on a terminal: JSON lines, for log collectors.
+    for (const line of fg.output().trim().split('\n')) assert.doesNotThrow(() => JSON.parse(line), line);
+  });
+
+  test('on a terminal the log is readable lines, one per refused request among them', async (t) => {
+    // `script` gives the server a pseudo-terminal, as a user's shell does.
+    const hasScript = spawnSync('script', ['--version'], { stdio: 'ignore' }).status === 0;
+    if (!hasScript) {
+      t.skip('no `script` command to run the server on a pseudo-terminal');
+      return;
+    }
+    const port = await freePort();
+    const command = [
+      process.execPath,
+      LAUNCHER,
+      'start',
+      '-F',
+      '-I',
+      'tty',
+      '-H',
+      '127.0.0.1',
+      '-P',
+      String(port),
+    ]
+      .map((a) => `'${a}'`)
+      .join(' ');
+    const term = spawn('script', ['-qfec', command, '/dev/null'], { cwd: dir.path });
+    children.push(term as ChildProcessWithoutNullStreams);
+    let text = '';
+    term.stdout.setEncoding('utf8').on('data', (d: string) => {
+      text += d;
+    });
+    await waitFor('the server to answer', async () => (await healthPid(port)) !== null);
+    const server = (await healthPid(port))!;
+    pids.push(server);
+    const res = await fetch(`http://127.0.0.1:${port}/v1/logs`, {
+      method: 'POST',
+      headers: { 'content-type': 'text/plain', 'x-project-id': 'shop' },
+      body: 'x',
+    });
+    assert.equal(res.status, 415);
+    await waitFor('the refusal in the log', async () => /refused POST/.test(text));
+    process.kill(server, 'SIGINT');
+    await exited(term as ChildProcessWithoutNullStreams);
+    const plain = stripVTControlCharacters(text);
+    assert.match(plain, /^\[\d\d:\d\d:\d\d\.\d{3}\] INFO: otelake 0\.1\.1 listening on/m);
+    assert.match(
+      plain,
+      /^\[\d\d:\d\d:\d\d\.\d{3}\] WARN: refused POST \/v1\/logs \(127\.0\.0\.1, project shop\): 415 unsupported content type "text\/plain"/m,
+    );
+    assert.doesNotMatch(plain, /"level":/);
   });
 
   test('a port in use is reported clearly and leaves no pidfile', async (t) => {

@@ -6,6 +6,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { isZombie } from '../../src/cli/pidfile.ts';
 
 export const LAUNCHER = fileURLToPath(new URL('../../bin/otelake.js', import.meta.url));
 
@@ -67,12 +68,17 @@ export async function tempDir(prefix: string): Promise<{ path: string; remove: (
   return { path, remove: () => rm(path, { recursive: true, force: true }) };
 }
 
+/** Whether the process runs: an exited one that its parent has yet to collect (a zombie) does not. */
 export function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
   } catch {
     return false;
+  }
+  try {
+    return !isZombie(pid);
+  } catch {
+    return true; // no procfs: the signal check is all there is
   }
 }
 

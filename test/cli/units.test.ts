@@ -112,6 +112,33 @@ describe('pidfile', () => {
     assert.equal(processAlive(stranger.pid!), !procfs);
   });
 
+  test('a server that exited but was not yet collected by its parent (a zombie) is not alive', async (t) => {
+    // `sh` starts an otelake-named child, then becomes `sleep`, which never collects it.
+    const parent = spawn(
+      'sh',
+      ['-c', `${JSON.stringify(process.execPath)} -e 0 otelake-test-zombie & echo $!; exec sleep 60`],
+      { stdio: ['ignore', 'pipe', 'ignore'] },
+    );
+    t.after(() => killQuietly(parent));
+    const pid = Number(
+      await new Promise<string>((r) => parent.stdout!.once('data', (c: Buffer) => r(String(c)))),
+    );
+    const state = async () => {
+      const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => null);
+      return stat === null ? null : stat[stat.lastIndexOf(')') + 2];
+    };
+    const deadline = Date.now() + 10_000;
+    while ((await state()) !== 'Z' && (await state()) !== null && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    if ((await state()) === null) {
+      t.skip('no procfs: nothing tells a zombie from a live process here');
+      return;
+    }
+    assert.equal(await state(), 'Z');
+    assert.equal(processAlive(pid), false);
+  });
+
   test('removal only removes our own pid, a garbled pidfile reads as stale', async () => {
     const file = join(dir.path, 'own.pid');
     await writeFile(file, '12345\n');

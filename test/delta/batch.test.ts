@@ -15,6 +15,7 @@ import {
 } from '../../src/delta/batch.ts';
 import { computeStats } from '../../src/delta/stats.ts';
 import { SCHEMAS } from '../../src/schema/tables.ts';
+import { cells as table } from './cells.ts';
 import { makeRows } from './rows.ts';
 
 const schema = SCHEMAS.logs;
@@ -98,21 +99,6 @@ describe('BatchBuilder string columns', () => {
   });
 });
 
-/** Row i of a column as a plain value (null where invalid), whatever kind the column is stored as. */
-function cell(col: ColumnData, i: number): unknown {
-  if (col.kind === 'string' || col.kind === 'list_long' || col.kind === 'list_double') {
-    const v = col.values[i] ?? null;
-    return v === null || typeof v === 'string' ? v : [...v];
-  }
-  if (col.kind === 'utf8') return utf8Value(col, i);
-  if (col.valid && col.valid[i] !== 1) return null;
-  return col.values[i];
-}
-
-function table(batch: ColumnBatch): unknown[][] {
-  return Array.from({ length: batch.numRows }, (_, i) => Object.values(batch.columns).map((c) => cell(c, i)));
-}
-
 describe('BatchBuilder batches of batches (the server path)', () => {
   for (const name of Object.keys(SCHEMAS) as (keyof typeof SCHEMAS)[]) {
     it(`${name}: small packed batches, unpacked, appended in ranges or joined equal the rows pushed one by one`, () => {
@@ -151,6 +137,22 @@ describe('BatchBuilder batches of batches (the server path)', () => {
       assert.deepEqual(computeStats(s, joined), computeStats(s, batchFromRows(s, rows)));
     });
   }
+
+  it('a slice of a packed batch owns its buffers: moving it to a worker leaves the rest readable', () => {
+    // metrics_hist has list columns; the aggregator slices a queued batch at max_batch_rows and
+    // transfers each slice to the Parquet worker while the rest of the batch waits.
+    const s = SCHEMAS.metrics_hist;
+    const names = s.columns.map((c) => c.name);
+    const rows = makeRows(s, 64, 5);
+    const packed = packBatch(batchFromRows(s, rows));
+    const slice = new BatchBuilder(s, 32);
+    slice.appendBatch(unpackBatch(packed, names), 0, 32);
+    const head = slice.view();
+    assert.ok(!transferables(head).includes(packed.packed), 'the slice refers to the packed buffer');
+    structuredClone(head, { transfer: transferables(head) }); // as postMessage to a worker
+    assert.equal(packed.packed.detached, false);
+    assert.deepEqual(table(unpackBatch(packed, names)).slice(32), table(batchFromRows(s, rows)).slice(32));
+  });
 
   it('a string column given as plain strings appends like an encoded one', () => {
     const plain: ColumnBatch = build(['a', null, 'ü']);

@@ -1,14 +1,14 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
-import { decodeRequest, loadProtobuf, type Mapped, mapRequest, type Signal } from '../../src/otlp/index.ts';
-import { FIXTURE_LOG_ATTRIBUTES, jsonToProtobuf, mapProtobuf, normalized } from './helpers.ts';
+import { loadProtobuf, type Signal } from '../../src/otlp/index.ts';
+import type { Mapped } from '../../src/otlp/tree.ts';
+import { FIXTURE_LOG_ATTRIBUTES, jsonToProtobuf, mapJsonText, mapProtobuf, normalized } from './helpers.ts';
 
 const fixture = (name: string) => readFileSync(new URL(`../fixtures/otlp/${name}.json`, import.meta.url));
 
 function mapJson(signal: Signal, name: string, headerProjectId?: string): Mapped {
-  const req = decodeRequest(signal, fixture(name), 'json', null);
-  return mapRequest(signal, req, { defaultProjectId: 'default-project', headerProjectId });
+  return mapJsonText(signal, fixture(name).toString(), headerProjectId);
 }
 
 const RESOURCE = '{"service.name":"my.service"}';

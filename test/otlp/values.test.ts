@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { loadProtobuf, OtlpDecodeError } from '../../src/otlp/index.ts';
-import { quoteBigIntegers } from '../../src/otlp/request.ts';
+import { quoteBigIntegers } from '../../src/otlp/tree.ts';
 import { ARRIVAL_MS, jsonToProtobuf, mapJson, mapJsonText, mapProtobuf, normalized } from './helpers.ts';
 
 const TRACE = '5b8efff798038103d269b633813fc60c';

@@ -1,31 +1,27 @@
-// Protobuf traces and logs are mapped straight from their bytes (src/otlp/wire-*.ts). These tests
-// hold that mapping to the reference: protobufjs' message tree mapped by map.ts, for the same bytes.
+// Protobuf bodies are mapped straight from their bytes (src/otlp/protobuf-reader.ts). These tests
+// hold that mapping to the reference: protobufjs' message tree mapped by tree.ts, for the same bytes.
 
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
-import { logsRequest, tracesRequest } from '../../bench/otlp-payloads.ts';
-import {
-  decodeRequest,
-  loadProtobuf,
-  type Mapped,
-  mapRequest,
-  OtlpDecodeError,
-  type ProtoCodec,
-} from '../../src/otlp/index.ts';
-import { mapLogBytes } from '../../src/otlp/wire-logs.ts';
-import { mapTraceBytes } from '../../src/otlp/wire-traces.ts';
+import { logsRequest, metricsRequest, tracesRequest } from '../../bench/otlp-payloads.ts';
+import { loadProtobuf, OtlpDecodeError, type ProtoCodec, type Signal } from '../../src/otlp/index.ts';
+import { type Mapped, mapTree } from '../../src/otlp/tree.ts';
 import { InvalidProjectIdError } from '../../src/schema/project.ts';
-import { CTX, jsonToProtobuf, mapJson } from './helpers.ts';
+import { CTX, jsonToProtobuf, mapBody, mapJson } from './helpers.ts';
 
 const codec = (await loadProtobuf()) as ProtoCodec;
-type Wired = 'traces' | 'logs';
 
-/** The reference: protobufjs decodes the body into a message tree, which map.ts maps. */
-function viaTree(bytes: Uint8Array, headerProjectId?: string, signal: Wired = 'traces'): Mapped {
-  const root = codec.decodeRequest(signal, bytes);
-  const req = { signal, format: 'protobuf' as const, root, text: null, wire: null, json: null };
-  return mapRequest(signal, req, { ...CTX, headerProjectId });
+/** The reference: protobufjs decodes the body into a message tree, which tree.ts maps. */
+function viaTree(bytes: Uint8Array, headerProjectId?: string, signal: Signal = 'traces'): Mapped {
+  return mapTree(signal, codec.decodeRequest(signal, bytes), { ...CTX, headerProjectId });
+}
+
+/** The body read by the protobuf reader, as the server reads it. */
+function wired(signal: Signal, bytes: Uint8Array, headerProjectId?: string): Mapped {
+  const { route, ...mapped } = mapBody(signal, 'protobuf', bytes, headerProjectId);
+  assert.equal(route, 'reader');
+  return mapped;
 }
 
 function outcome(f: () => Mapped): Mapped | { error: string } {
@@ -44,10 +40,9 @@ function assertSame(
   bytes: Uint8Array,
   label: string,
   headerProjectId?: string,
-  signal: Wired = 'traces',
+  signal: Signal = 'traces',
 ): Mapped | { error: string } {
-  const map = signal === 'traces' ? mapTraceBytes : mapLogBytes;
-  const direct = outcome(() => map(bytes, { ...CTX, headerProjectId }));
+  const direct = outcome(() => wired(signal, bytes, headerProjectId));
   const tree = outcome(() => viaTree(bytes, headerProjectId, signal));
   assert.deepEqual(direct, tree, label);
   return direct;
@@ -156,12 +151,25 @@ test('attribute values of every kind are written as the JSON of the message tree
       [kv('m', len(6, [...len(1, kv('x', iv(1))), ...len(1, kv('x', iv(2)))]))],
     ],
     ['__proto__ key', [kv('__proto__', sv('p')), kv('constructor', iv(1))]],
-    // Beyond MAX_WRITTEN_KEYS keys a list goes the parsed way (its repeat check is linear).
+    // Past the first keys an object's keys are looked up in a Set: repeats are found there too.
     ['300 keys', Array.from({ length: 300 }, (_, i) => kv(`k${i}`, iv(i)))],
     ['300 keys, one repeated', Array.from({ length: 300 }, (_, i) => kv(`k${i % 299}`, iv(i)))],
     [
+      '300 keys, the last repeating the 101st',
+      Array.from({ length: 300 }, (_, i) => kv(`k${i === 299 ? 100 : i}`, iv(i))),
+    ],
+    [
       'a map of 300 keys',
       [kv('m', len(6, Array.from({ length: 300 }, (_, i) => len(1, kv(`x${i % 250}`, iv(i)))).flat()))],
+    ],
+    [
+      // Each object has its own keys: the map's are no repeats of the list's, nor the list's after it of the map's.
+      'a map in a long list, with the keys of the list',
+      Array.from({ length: 40 }, (_, i) =>
+        i === 35
+          ? kv('m', len(6, Array.from({ length: 40 }, (_, k) => len(1, kv(`k${k}`, iv(k)))).flat()))
+          : kv(`k${i}`, iv(i)),
+      ),
     ],
     [
       'unknown fields',
@@ -317,7 +325,7 @@ test('refused: every truncation protobufjs refuses, bad UTF-8, counts past int32
       [...ids, ...num(6, 0), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01],
     ],
   ] as [string, Bytes][]) {
-    const r = outcome(() => mapTraceBytes(request([span]), CTX));
+    const r = outcome(() => wired('traces', request([span])));
     assert.deepEqual(r, { error: 'refused' }, label);
   }
   // Unknown groups are skipped, nested up to protoc's limit of 100.
@@ -325,9 +333,9 @@ test('refused: every truncation protobufjs refuses, bad UTF-8, counts past int32
     ...Array.from({ length: levels }, () => varint((30 << 3) | 3)).flat(),
     ...Array.from({ length: levels }, () => varint((30 << 3) | 4)).flat(),
   ];
-  assert.equal(mapTraceBytes(request([[...ids, ...groups(100)]]), CTX).items, 1);
+  assert.equal(wired('traces', request([[...ids, ...groups(100)]])).items, 1);
   assert.deepEqual(
-    outcome(() => mapTraceBytes(request([[...ids, ...groups(101)]]), CTX)),
+    outcome(() => wired('traces', request([[...ids, ...groups(101)]]))),
     { error: 'refused' },
   );
 });
@@ -347,7 +355,7 @@ test('AnyValues nest up to 64 levels, as in JSON requests; deeper ones are refus
       attributes: [{ key: 'deep', value: json }],
     };
     return {
-      wire: outcome(() => mapTraceBytes(request([[...ids, ...len(9, kv('deep', wire))]]), CTX)),
+      wire: outcome(() => wired('traces', request([[...ids, ...len(9, kv('deep', wire))]]))),
       json: outcome(() => mapJson('traces', { resourceSpans: [{ scopeSpans: [{ spans: [span] }] }] })),
     };
   };
@@ -367,7 +375,7 @@ test('corrupted bodies are refused with OtlpDecodeError or mapped, never anythin
   for (let i = 0; i < 2000; i++) {
     const bytes = Buffer.from(whole);
     for (let k = 0; k < 3; k++) bytes[random() % bytes.length] = random() & 0xff;
-    outcome(() => mapTraceBytes(bytes, CTX));
+    outcome(() => wired('traces', bytes));
   }
 });
 
@@ -375,25 +383,21 @@ test('a field of the wrong wire type is skipped as unknown, as protobuf specifie
   // protobufjs reads such a field by its number regardless of the wire type: no reference here.
   const attributes = [kv('k', [...num(1, 7), ...sv('ok')]), kv('w', fixed32(3, 5)), kv('n', num(4, 1))];
   const span = [...ids, ...fixed64(5, 1n), ...text(6, 'x'), ...attributes.flatMap((a) => len(9, a))];
-  const row = mapTraceBytes(request([span]), CTX).tables.spans![0]!;
+  const row = wired('traces', request([span])).tables.spans![0]!;
   assert.equal(row.attributes, '{"k":"ok","w":null,"n":null}');
   assert.equal(row.name, null);
   assert.equal(row.kind, 0);
 });
 
-test('decodeRequest leaves protobuf traces and logs as bytes for mapRequest; metrics get a tree', () => {
+test('the protobuf body of every signal is read by the protobuf reader, metrics too', () => {
   const bytes = jsonToProtobuf('traces', tracesRequest(2, 1), codec);
-  const req = decodeRequest('traces', bytes, 'protobuf', codec);
-  assert.equal(req.wire, bytes);
-  assert.equal(req.root, null);
-  assert.deepEqual(mapRequest('traces', req, CTX), viaTree(bytes));
+  assert.deepEqual(wired('traces', bytes), viaTree(bytes));
   const logBytes = jsonToProtobuf('logs', logsRequest(2, 1), codec);
-  const logs = decodeRequest('logs', logBytes, 'protobuf', codec);
-  assert.equal(logs.wire, logBytes);
-  assert.deepEqual(mapRequest('logs', logs, CTX), viaTree(logBytes, undefined, 'logs'));
-  const metrics = decodeRequest('metrics', Uint8Array.from(len(1, [])), 'protobuf', codec);
-  assert.equal(metrics.wire, null);
-  assert.equal(metrics.root.resourceMetrics.length, 1);
+  assert.deepEqual(wired('logs', logBytes), viaTree(logBytes, undefined, 'logs'));
+  const metricBytes = jsonToProtobuf('metrics', metricsRequest(20, 1), codec);
+  const metrics = wired('metrics', metricBytes);
+  assert.deepEqual(metrics, viaTree(metricBytes, undefined, 'metrics'));
+  assert.equal(metrics.items, 20);
 });
 
 // --- logs ----------------------------------------------------------------------------------------
@@ -471,7 +475,7 @@ test('log bodies and fields of every kind, in any order, map as in the tree', ()
     assertSame(whole.subarray(0, cut), `cut at ${cut}`, undefined, 'logs');
   const bad = logRequest([len(5, sv(Buffer.from([0x61, 0xff])))]);
   assert.deepEqual(
-    outcome(() => mapLogBytes(bad, CTX)),
+    outcome(() => wired('logs', bad)),
     { error: 'refused' },
   );
 });

@@ -240,6 +240,33 @@ describe('Aggregator', () => {
     await agg.close();
   });
 
+  it('joins waiting batches into files of at most 16 MiB', async () => {
+    const { producer, tables, agg } = setup({ max_batch_rows: 3, min_batch_rows: 3, max_age_s: 60 });
+    let open!: () => void;
+    tables.gate = new Promise((r) => {
+      open = r;
+    });
+    agg.start();
+    // 10 batches of three 1 MB rows: two files under way, then 8 batches (24 MB) waiting.
+    const big = 'x'.repeat(1024 * 1024);
+    const rows = logRows(30).map((r) => {
+      r[names.indexOf('body')] = big;
+      return r;
+    });
+    await producer.enqueue('logs', rows);
+    await until(() => producer.depth === 0);
+    await new Promise((r) => setTimeout(r, 20));
+    open();
+    tables.gate = null;
+    const key = 'logs/' + producer.today();
+    await until(() => tables.rows(key).length === 30);
+    const sizes = tables.written.get(key)!.map((f) => f.length);
+    assert.deepEqual(sizes.slice(0, 2), [3, 3]);
+    assert.ok(sizes.length >= 4, `the waiting 24 MB are split into files: ${sizes}`);
+    assert.ok(Math.max(...sizes.slice(2)) <= 15, `at most 15 MB a file: ${sizes}`);
+    await agg.close();
+  });
+
   describe('with a write-ahead log', () => {
     /** A log that remembers what it released and hands rows back from the queued batches. */
     function withLog(over: Partial<ReturnType<typeof defaultOptions>['aggregator_config']> = {}) {

@@ -2,8 +2,8 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { type FileEntry, pruneForNewest } from '../../src/read/files.ts';
 import { filtersOf, normalizeQuery, type ReadQuery, validateQuery } from '../../src/read/index.ts';
-import { missingS3Settings } from '../../src/read/s3-env.ts';
 import { SCHEMAS, type TableName } from '../../src/schema/tables.ts';
+import { missingS3Settings } from '../../src/storage/s3-config.ts';
 
 function rejects(table: TableName, q: unknown, message: RegExp): void {
   assert.throws(

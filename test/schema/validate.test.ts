@@ -167,3 +167,45 @@ describe('normalizeRow', () => {
     );
   });
 });
+
+describe('RowNormalizer.normalizeValues', () => {
+  it('holds a row given as values in column order to the rules of the same row as an object', () => {
+    const rules = [
+      settings,
+      { ...settings, validateTypes: false, normalizeServiceName: false, validateRequired: false },
+    ];
+    const odd: Record<string, unknown>[] = [
+      { project_id: 'p', time_unix_nano: '12', severity_number: '9', service_name: '  svc  ' },
+      { project_id: 'p', time_unix_nano: 1.5 },
+      { project_id: 'p', observed_time_unix_nano: 0n, severity_number: 2 ** 40 },
+      { project_id: '', time_unix_nano: 1n },
+      { project_id: 'p', time_unix_nano: 1n, flags: 'x', body: { a: [1n] }, service_name: '' },
+      { project_id: 'p', start_time_unix_nano: -(2n ** 63n), end_time_unix_nano: 2n ** 63n - 1n },
+      { project_id: 'p', time_unix_nano: 3n, bucket_counts: ['1', 2], explicit_bounds: [1, 'NaN'] },
+      { project_id: 'p', time_unix_nano: 3n, bucket_counts: [1.5] },
+    ];
+    let rejected = 0;
+    for (const table of ['logs', 'spans', 'metrics_hist'] as const) {
+      const schema = SCHEMAS[table];
+      const names = schema.columns.map((c) => c.name);
+      for (const s of rules) {
+        const n = new RowNormalizer(schema, s, () => 1_700_000_000_000);
+        for (const row of odd) {
+          const known = Object.fromEntries(Object.entries(row).filter(([k]) => schema.byName.has(k)));
+          const want = n.normalize(known);
+          const values = names.map((name) => known[name] ?? null);
+          const reason = n.normalizeValues(values);
+          if (typeof want === 'string') {
+            assert.equal(
+              reason,
+              want,
+              `${table}: ${JSON.stringify(known, (_k, v) => (typeof v === 'bigint' ? `${v}n` : v))}`,
+            );
+            rejected++;
+          } else assert.deepEqual([reason, values], [null, want], table);
+        }
+      }
+    }
+    assert.ok(rejected >= 5, `${rejected} rejections compared`);
+  });
+});

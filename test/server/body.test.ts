@@ -4,19 +4,30 @@ import { createServer, request as httpRequest, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import * as zlib from 'node:zlib';
-import { BodyError, codingsFor, decompress, gunzipBufferSize, readBody } from '../../src/server/body.ts';
+import {
+  BodyBudget,
+  BodyError,
+  codingsFor,
+  decompress,
+  gunzipBufferSize,
+  readBody,
+} from '../../src/server/body.ts';
 
 const LIMIT = 1024 * 1024;
 
 // A bare node server doing what the ingest route and a decode worker do with a body (codingsFor,
-// readBody, decompress): answers with the bytes it got, or the BodyError's status and message.
+// readBody with a lease of the budget held until the answer, decompress): answers with the bytes
+// it got, or the BodyError's status and message.
 let server: Server;
 let base: string;
+let budget = new BodyBudget(64 * LIMIT);
 before(async () => {
   server = createServer((req, res) => {
+    const lease = budget.lease();
+    res.once('close', () => lease.release());
     const body = async () => {
       const codings = codingsFor(req.headers['content-encoding']);
-      return decompress(await readBody(req, LIMIT), codings, LIMIT);
+      return decompress(await readBody(req, LIMIT, lease), codings, LIMIT);
     };
     body().then(
       (body) => {
@@ -105,9 +116,9 @@ describe('readBody and decompress', () => {
   });
 
   test('unknown content coding is 415 naming it', async () => {
-    const res = await post(payload, { 'content-encoding': 'snappy' });
+    const res = await post(payload, { 'content-encoding': 'compress' });
     assert.equal(res.status, 415);
-    assert.match(res.bytes.toString(), /unsupported Content-Encoding "snappy"/);
+    assert.match(res.bytes.toString(), /unsupported Content-Encoding "compress"/);
   });
 
   test('corrupt compressed data is 400', async () => {
@@ -176,5 +187,54 @@ describe('readBody and decompress', () => {
       });
     assert.equal(await agentReq(randomBytes(LIMIT + 10)), 413);
     assert.equal(await agentReq(randomBytes(10)), 200);
+  });
+});
+
+describe('BodyBudget', () => {
+  test('a lease takes bytes while they fit; a body alone always fits; release gives them back once', () => {
+    const b = new BodyBudget(100);
+    const alone = b.lease();
+    assert.equal(alone.grow(500), true, 'a body alone fits even beyond the budget');
+    const other = b.lease();
+    assert.equal(other.grow(1), false, 'nothing fits beside it');
+    alone.release();
+    alone.release();
+    assert.equal(b.bytes, 0);
+    assert.equal(other.grow(60), true);
+    const third = b.lease();
+    assert.equal(third.grow(40), true);
+    assert.equal(third.grow(1), false);
+    assert.equal(b.bytes, 100);
+    // What a request turned into counts, fitting or not; released, nothing stays.
+    third.hold(300);
+    assert.equal(b.bytes, 360);
+    assert.equal(b.lease().grow(1), false);
+    third.release();
+    other.release();
+    assert.equal(b.bytes, 0);
+    assert.equal(third.grow(1), false, 'a released lease takes nothing more');
+  });
+
+  test('over the budget a body is refused with 503, announced or chunked; the bytes come back', async () => {
+    budget = new BodyBudget(300_000);
+    try {
+      const held = budget.lease();
+      assert.ok(held.grow(250_000)); // another request in flight
+      const body = randomBytes(100_000);
+      const a = await post(body);
+      assert.equal(a.status, 503);
+      assert.match(a.bytes.toString(), /max_body_bytes_in_flight = 300000 bytes/);
+      const b = await post(chunked(body, 10_000));
+      assert.equal(b.status, 503);
+      assert.equal(budget.refused, 2);
+      held.release();
+      await new Promise((r) => setImmediate(r));
+      assert.equal(budget.bytes, 0, 'refused requests hold nothing');
+      const c = await post(chunked(body, 10_000));
+      assert.equal(c.status, 200);
+      assert.ok(c.bytes.equals(body));
+    } finally {
+      budget = new BodyBudget(64 * LIMIT);
+    }
   });
 });

@@ -79,6 +79,7 @@ test('disk full: 503 + Retry-After and degraded while writes fail; everything la
           let text: string;
           try {
             res = await fetch(`${url}/v1/logs`, {
+              signal: AbortSignal.timeout(30_000),
               method: 'POST',
               headers: { 'content-type': 'application/json', 'x-project-id': 'full' },
               body: logsBody(tag, size),

@@ -6,6 +6,8 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import * as zlib from 'node:zlib';
+import { compressFrameSync } from 'lz4-napi';
+import { Compressor, compressSync as snappyCompress } from 'snappy';
 import { closeReadWorkers } from '../../src/read/index.ts';
 import { FIXTURE_LOG_ATTRIBUTES } from '../otlp/helpers.ts';
 import {
@@ -161,6 +163,29 @@ for (const decodeWorkers of [null, 0]) {
       assert.deepEqual(e.positive_bucket_counts, ['0', '2']);
       assert.equal(e.min, 0);
       assert.equal(e.max, 5);
+    });
+
+    test('snappy (a block and framed) and lz4 bodies, as the Collector sends them, are stored', async () => {
+      const logs = fixture('logs');
+      const framed = new Compressor();
+      const sends: [string, Buffer][] = [
+        ['snappy', snappyCompress(logs)],
+        ['x-snappy-framed', Buffer.concat([framed.update(logs), await framed.finish()])],
+        ['lz4', compressFrameSync(logs, { contentChecksum: true })],
+      ];
+      for (const [coding, body] of sends) {
+        const res = await post(`${s.url}/v1/logs`, body, {
+          ...JSON_CT,
+          'content-encoding': coding,
+          'x-project-id': `codec-${coding}`,
+        });
+        assert.equal(res.status, 200, `${coding}: ${res.text}`);
+      }
+      for (const [coding] of sends) {
+        const rows = await readUntil(`${s.url}/api/logs?project_id=codec-${coding}`, 1);
+        assert.equal(rows.length, 1, coding);
+        assert.equal(rows[0].body, 'Example log record', coding);
+      }
     });
 
     test('span events and links land in their tables, tied to their span', async () => {
@@ -487,9 +512,9 @@ describe('bad input: each gets its status and message, and the server keeps serv
     }
     const none = await fetch(`${s.url}/v1/traces`, { method: 'POST', body: new Uint8Array([1]) });
     assert.equal(none.status, 415);
-    const encoding = await post(`${s.url}/v1/traces`, '{}', { ...JSON_CT, 'content-encoding': 'snappy' });
+    const encoding = await post(`${s.url}/v1/traces`, '{}', { ...JSON_CT, 'content-encoding': 'compress' });
     assert.equal(encoding.status, 415);
-    assert.match(encoding.text, /Content-Encoding "snappy"/);
+    assert.match(encoding.text, /Content-Encoding "compress"/);
   });
 
   test('other methods are 405 with Allow: POST', async () => {
@@ -523,7 +548,7 @@ describe('bad input: each gets its status and message, and the server keeps serv
 
 describe('protobuf without the optional package', () => {
   test('is 415 naming protobufjs; JSON still works', async () => {
-    const s = await startServer(undefined, { proto: null });
+    const s = await startServer(undefined, { protobuf: false });
     try {
       const res = await post(`${s.url}/v1/traces`, new Uint8Array(0), {
         'content-type': 'application/x-protobuf',
@@ -603,9 +628,9 @@ describe('backpressure', () => {
     }
   });
 
-  test('bodies beyond the decode backlog get 503 with Retry-After at once; the others are stored whole', async () => {
-    // One worker, a backlog of one byte: while a body is being decoded, any other is refused.
-    const s = await startServer({ server_config: { decode_workers: 1 } }, { decodeBacklogBytes: 1 });
+  test('bodies beyond max_body_bytes_in_flight get 503 with Retry-After at once; the others are stored whole', async () => {
+    // A budget of one byte: while a request is in flight (read, decoded, queued), any other is refused.
+    const s = await startServer({ server_config: { decode_workers: 1, max_body_bytes_in_flight: 1 } });
     try {
       const big = (i: number) =>
         logsRequest(
@@ -617,11 +642,14 @@ describe('backpressure', () => {
       );
       const statuses = replies.map((r) => r.status);
       assert.ok(statuses.includes(200), `some requests are decoded: ${statuses}`);
-      assert.ok(statuses.includes(503), `some are refused while the worker is busy: ${statuses}`);
+      assert.ok(statuses.includes(503), `some are refused while another is in flight: ${statuses}`);
       for (const r of replies.filter((x) => x.status === 503)) {
         assert.equal(r.headers.get('retry-after'), '1');
-        assert.match(JSON.parse(r.text).message, /decode workers are busy/);
+        assert.match(JSON.parse(r.text).message, /max_body_bytes_in_flight = 1 bytes.*retry after 1 s/);
       }
+      const health = await getJson(`${s.url}/healthz`);
+      assert.equal(health.body.http.bodies_refused, statuses.filter((x) => x === 503).length);
+      assert.equal(health.body.http.body_bytes_in_flight, 0, 'every answered request gave its bytes back');
       const accepted = statuses.filter((x) => x === 200).length;
       await waitWritten(s.url, accepted * 3000);
       for (const [i, r] of replies.entries()) {

@@ -5,13 +5,14 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
+import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { after, test } from 'node:test';
 import { Logger } from '../../src/index.ts';
 import { closeReadWorkers } from '../../src/read/index.ts';
-import { getJson } from './helpers/harness.ts';
+import { decodeStatusProto, getJson, startServer } from './helpers/harness.ts';
 
 const CHILD = new URL('./helpers/run-server.ts', import.meta.url).pathname;
 
@@ -114,4 +115,73 @@ test('only loopback hosts count as loopback (the server warns about the others)'
   for (const h of ['127.0.0.1', '127.1.2.3', 'localhost', '::1']) assert.equal(isLoopback(h), true, h);
   for (const h of ['0.0.0.0', '::', '192.168.1.10', 'example.com', '128.0.0.1'])
     assert.equal(isLoopback(h), false, h);
+});
+
+/** A raw HTTP exchange split in two: the first part now, the rest later; resolves with the answer. */
+function splitRequest(port: number, first: string): { socket: Socket; answer: Promise<Buffer> } {
+  const socket = connect(port, '127.0.0.1');
+  const parts: Buffer[] = [];
+  socket.on('data', (d: Buffer) => parts.push(d));
+  socket.on('error', () => {});
+  const answer = new Promise<Buffer>((resolve) => socket.once('close', () => resolve(Buffer.concat(parts))));
+  socket.write(first);
+  return { socket, answer };
+}
+
+function parseAnswer(raw: Buffer): { status: number; headers: Map<string, string>; body: Buffer } {
+  const end = raw.indexOf('\r\n\r\n');
+  const lines = raw.subarray(0, end).toString('latin1').split('\r\n');
+  const headers = new Map<string, string>();
+  for (const l of lines.slice(1)) {
+    const i = l.indexOf(':');
+    headers.set(l.slice(0, i).trim().toLowerCase(), l.slice(i + 1).trim());
+  }
+  const length = Number(headers.get('content-length') ?? '0');
+  return { status: Number(lines[0]!.split(' ')[1]), headers, body: raw.subarray(end + 4, end + 4 + length) };
+}
+
+test('requests arriving while the server closes get 503 + Retry-After, OTLP ones a Status in their encoding', async () => {
+  const s = await startServer();
+  const port = Number(new URL(s.url).port);
+  // Requests whose headers are under way when the server starts closing: their connections are
+  // busy, so they stay open and the requests reach the router while it closes.
+  const head = (type: string) =>
+    `POST /v1/logs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: ${type}\r\nContent-Length: 2\r\n`;
+  const json = splitRequest(port, head('application/json'));
+  const proto = splitRequest(port, head('application/x-protobuf'));
+  const read = splitRequest(port, 'GET /api/logs HTTP/1.1\r\nHost: 127.0.0.1\r\n');
+  await new Promise((r) => setTimeout(r, 100));
+  const closing = s.app.close();
+  try {
+    while (s.app.server.listening) await new Promise((r) => setTimeout(r, 10));
+    json.socket.write('\r\n{}');
+    proto.socket.write('\r\n\n\0');
+    read.socket.write('\r\n');
+
+    const j = parseAnswer(await json.answer);
+    assert.equal(j.status, 503);
+    assert.equal(j.headers.get('retry-after'), '1');
+    assert.equal(j.headers.get('connection'), 'close');
+    assert.match(j.headers.get('content-type')!, /^application\/json/);
+    const status = JSON.parse(j.body.toString('utf8'));
+    assert.equal(status.code, 14, 'UNAVAILABLE');
+    assert.match(status.message, /the server is stopping; retry after 1 s/);
+
+    const p = parseAnswer(await proto.answer);
+    assert.equal(p.status, 503);
+    assert.equal(p.headers.get('retry-after'), '1');
+    assert.equal(p.headers.get('content-type'), 'application/x-protobuf');
+    const decoded = decodeStatusProto(p.body);
+    assert.equal(decoded.code, 14);
+    assert.match(decoded.message, /stopping/);
+
+    const r = parseAnswer(await read.answer);
+    assert.equal(r.status, 503);
+    assert.equal(r.headers.get('retry-after'), '1');
+    assert.match(JSON.parse(r.body.toString('utf8')).message, /stopping/);
+  } finally {
+    await closing;
+    await s.logger.stop({ flush: 'auto' });
+    await rm(s.dir, { recursive: true, force: true });
+  }
 });

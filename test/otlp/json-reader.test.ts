@@ -1,64 +1,44 @@
-// JSON traces are mapped straight from their bytes (src/otlp/json-traces.ts). These tests hold that
-// mapping to the reference: JSON.parse's tree mapped by map.ts, for the same body. Each case also
+// JSON bodies are mapped straight from their bytes (src/otlp/json-reader.ts). These tests hold that
+// mapping to the reference: JSON.parse's tree mapped by tree.ts, for the same body. Each case also
 // checks which route took the body, so an equality reached through the fallback is not mistaken
-// for the fast path working.
+// for the reader working. (The other signals' JSON: json-bodies.test.ts.)
 
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { tracesRequest } from '../../bench/otlp-payloads.ts';
-import { decodeRequest, type Mapped, mapRequest, OtlpDecodeError } from '../../src/otlp/index.ts';
-import { mapTraceJson } from '../../src/otlp/json-traces.ts';
-import { parseJson } from '../../src/otlp/request.ts';
-import { InvalidProjectIdError } from '../../src/schema/project.ts';
-import { CTX } from './helpers.ts';
+import { type Mapped, mapJsonTree } from '../../src/otlp/tree.ts';
+import { CTX, mapBody, outcome, type Routed } from './helpers.ts';
 
 type Outcome = Mapped | { error: string };
 
-function outcome(f: () => Mapped): Outcome {
-  try {
-    return f();
-  } catch (err) {
-    const refused = err instanceof OtlpDecodeError || err instanceof InvalidProjectIdError;
-    assert.ok(refused, `only OtlpDecodeError or InvalidProjectIdError is thrown, got ${err}`);
-    return { error: err.message };
-  }
-}
-
-/** The reference: JSON.parse's tree, mapped by map.ts. */
+/** The reference: JSON.parse's tree, mapped by tree.ts. */
 function viaTree(body: Uint8Array, headerProjectId?: string): Outcome {
-  return outcome(() => {
-    const req = decodeRequest('traces', body, 'json', null);
-    parseJson(req);
-    return mapRequest('traces', req, { ...CTX, headerProjectId });
-  });
+  return outcome(() => mapJsonTree('traces', body, { ...CTX, headerProjectId }));
 }
 
-/** What the server does: the fast path, falling back to the tree. */
+/** What the server does: the reader, falling back to the tree; with the route taken. */
+function served(body: Uint8Array, headerProjectId?: string): Routed | { error: string } {
+  return outcome(() => mapBody('traces', 'json', body, headerProjectId));
+}
+
 function viaService(body: Uint8Array, headerProjectId?: string): Outcome {
-  return outcome(() =>
-    mapRequest('traces', decodeRequest('traces', body, 'json', null), { ...CTX, headerProjectId }),
-  );
+  const m = served(body, headerProjectId);
+  if ('error' in m) return m;
+  const { route: _, ...mapped } = m;
+  return mapped;
 }
 
-/** Both routes give the same rows or the same error; returns whether the fast path took the body. */
+/** Both routes give the same rows or the same error; returns whether the reader took the body. */
 function assertSame(body: Uint8Array | string, label: string, headerProjectId?: string): boolean {
   const bytes = typeof body === 'string' ? Buffer.from(body) : body;
   assert.deepEqual(viaService(bytes, headerProjectId), viaTree(bytes, headerProjectId), label);
-  let fast: Outcome | null;
-  try {
-    fast = mapTraceJson(bytes, { ...CTX, headerProjectId });
-  } catch (err) {
-    // An invalid project.id is refused by the fast path itself, as by the tree.
-    if (!(err instanceof InvalidProjectIdError)) assert.fail(`${label}: the fast path threw ${err}`);
-    fast = { error: err.message };
-  }
-  if (fast !== null) assert.deepEqual(fast, viaTree(bytes, headerProjectId), label);
-  return fast !== null;
+  const m = served(bytes, headerProjectId);
+  return !('error' in m) && m.route === 'reader';
 }
 
 function assertFast(body: Uint8Array | string, label: string, headerProjectId?: string): Mapped {
-  assert.ok(assertSame(body, label, headerProjectId), `${label}: the fast path took it`);
+  assert.ok(assertSame(body, label, headerProjectId), `${label}: the reader took it`);
   const bytes = typeof body === 'string' ? Buffer.from(body) : body;
   return viaService(bytes, headerProjectId) as Mapped;
 }
@@ -131,12 +111,18 @@ test("a resource's project.id: a valid string is the project, anything else is r
   assert.equal(none.tables.spans![0]!['project_id'], CTX.defaultProjectId, 'no project.id: the default');
 });
 
-test('lists of more than MAX_WRITTEN_KEYS keys, repeats among them, map as in the tree', () => {
+test('long lists (keys looked up in a Set past the first ones), repeats among them, map as in the tree', () => {
   const list = (n: number, key: (i: number) => string) =>
     JSON.stringify(Array.from({ length: n }, (_, i) => ({ key: key(i), value: { intValue: String(i) } })));
-  assertSame(request([span(list(300, (i) => `k${i}`))]), '300 keys');
-  assertSame(request([span(list(300, (i) => `k${i % 299}`))]), '300 keys, the last repeating the first');
-  assertSame(request([span('[]')], `{"attributes":${list(500, (i) => `r${i}`)}}`), 'a resource of 500 keys');
+  assertFast(request([span(list(300, (i) => `k${i}`))]), '300 keys');
+  // A repeat is met in the Set, of a key compared before it was built or of one added to it.
+  assertFast(request([span(list(300, (i) => `k${i % 299}`))]), '300 keys, the last repeating the first');
+  assertFast(
+    request([span(list(300, (i) => `k${i === 299 ? 100 : i}`))]),
+    '300 keys, the last repeating the 101st',
+  );
+  assertFast(request([span(list(33, (i) => `k${i % 32}`))]), 'the 33rd key repeating the first');
+  assertFast(request([span('[]')], `{"attributes":${list(500, (i) => `r${i}`)}}`), 'a resource of 500 keys');
 });
 
 test('attribute values of every kind are written as the JSON of the parsed tree', () => {
@@ -195,6 +181,21 @@ test('attribute values of every kind are written as the JSON of the parsed tree'
         '"-Infinity"',
         '"2.5"',
         '12',
+        // Written as JavaScript writes the double, or not (then JSON.stringify's form is written).
+        '1.50',
+        '100',
+        '-0.0',
+        '0.000001',
+        '0.0000012',
+        '0.0000001',
+        '123456789012345',
+        '1234567890123456',
+        '99999999999999999999',
+        '0.1000000000000000055511151231257827',
+        '1.7976931348623157e308',
+        '5e-324',
+        '-12.125',
+        '0.30000000000000004',
       ].map((v, i) => kv(`d${i}`, `{"doubleValue":${v}}`)),
     ],
     ['bools', [kv('t', '{"boolValue":true}'), kv('f', '{"boolValue":false}')]],
@@ -473,4 +474,23 @@ test('invalid JSON is refused with the words of the tree, at every truncation an
   // Both kinds of outcome were met: the comparison above was not vacuous.
   assert.ok(taken > 300, `the fast path took ${taken} edited bodies`);
   assert.ok(refused > 300, `the tree refused ${refused} edited bodies`);
+});
+
+test('a double attribute is written as JSON.stringify writes the parsed value, for any literal', () => {
+  const next = random(11);
+  const literals: string[] = [];
+  for (let i = 0; i < 3000; i++) {
+    const x = next();
+    const v = [x * 1e6, -x, x / 1e5, x * 10 ** Math.floor(next() * 30 - 12), Math.round(x * 1e4) / 100][
+      i % 5
+    ]!;
+    literals.push(String(v), v.toFixed(Math.floor(next() * 8)), v.toPrecision(1 + Math.floor(next() * 17)));
+  }
+  const kv = (v: string, i: number) => `{"key":"d${i}","value":{"doubleValue":${v}}}`;
+  for (let at = 0; at < literals.length; at += 300) {
+    const list = literals.slice(at, at + 300).map(kv);
+    const m = assertFast(request([span(`[${list.join(',')}]`)]), `literals from ${literals[at]}`);
+    const parsed = JSON.parse(m.tables.spans![0]!.attributes as string) as Record<string, number>;
+    assert.equal(Object.keys(parsed).length, list.length);
+  }
 });

@@ -1,0 +1,160 @@
+// Where the mappers put what they read: cells by column, no object per row. A mapper writes an
+// item's own cells as it reads the item; the cells an item shares with others (its resource, scope,
+// span, metric) are written down the item rows when that message ends, since protobuf and JSON
+// may send them after the items. Once a resource ends its rows are complete, and are handed to a
+// RowSink one by one, in the table's column order: the server's sink validates and normalizes each
+// (schema/validate.ts) straight into the table's column builder.
+
+import { SCHEMAS, type TableName } from '../schema/tables.ts';
+
+export interface RowSink {
+  /**
+   * A row of `table`: one value per column, in the table's column order, as the mapper made it
+   * (null where it has none, never undefined; the derived columns left null). `values` is reused
+   * for the next row once this returns.
+   */
+  row(table: TableName, values: unknown[]): void;
+  /** Forget the rows given so far: the body is mapped again, another way. */
+  restart(): void;
+}
+
+/** The positions of `names` in `table`'s columns; a name the table lacks is an error at load. */
+export function columnsOf<const N extends readonly string[]>(
+  table: TableName,
+  names: N,
+): { readonly [K in N[number]]: number } {
+  const columns = SCHEMAS[table].columns.map((c) => c.name);
+  const out: Record<string, number> = {};
+  for (const name of names) {
+    const i = columns.indexOf(name);
+    if (i < 0) throw new Error(`table ${table} has no column ${name}`);
+    out[name] = i;
+  }
+  return out as { readonly [K in N[number]]: number };
+}
+
+/** The columns every table has, filled from the resource and the scope. */
+const SHARED = [
+  'project_id',
+  'service_name',
+  'resource_attributes',
+  'resource_dropped_attributes_count',
+  'resource_schema_url',
+  'scope_name',
+  'scope_version',
+  'scope_attributes',
+  'scope_dropped_attributes_count',
+  'scope_schema_url',
+] as const;
+
+type SharedColumns = { readonly [K in (typeof SHARED)[number]]: number };
+const SHARED_COLUMNS = new Map<TableName, SharedColumns>();
+
+/** The columns of a resource (the project id and service name are derived from its attributes). */
+export interface ResourceCells {
+  projectId: string;
+  serviceName: string | null;
+  attributes: string;
+  dropped: number;
+  schemaUrl: string | null;
+}
+
+export interface ScopeCells {
+  name: string | null;
+  version: string | null;
+  attributes: string;
+  dropped: number;
+  schemaUrl: string | null;
+}
+
+/** Rows a table's last flush handed on, as the size of the next one's cells (rows run alike). */
+const ROWS_SEEN = new Map<TableName, number>();
+
+/**
+ * The rows of one table a mapper has made and not yet handed on: their cells in one array, row
+ * after row (`width` cells each), written by column index. A fresh array each time: the young
+ * cells die with it instead of being remembered by an old one.
+ */
+export class TableRows {
+  readonly table: TableName;
+  private readonly shared: SharedColumns;
+  private readonly width: number;
+  private cells: unknown[];
+  /** Rows made since the last `flush`. */
+  n = 0;
+  /** Rows handed on. */
+  flushed = 0;
+
+  constructor(table: TableName) {
+    this.table = table;
+    let shared = SHARED_COLUMNS.get(table);
+    if (shared === undefined) {
+      shared = columnsOf(table, SHARED);
+      SHARED_COLUMNS.set(table, shared);
+    }
+    this.shared = shared;
+    this.width = SCHEMAS[table].columns.length;
+    this.cells = this.emptyCells();
+  }
+
+  private emptyCells(): unknown[] {
+    return new Array((ROWS_SEEN.get(this.table) ?? 16) * this.width);
+  }
+
+  /** Starts a row; returns its index, for `set`. */
+  add(): number {
+    return this.n++;
+  }
+
+  set(column: number, row: number, value: unknown): void {
+    this.cells[row * this.width + column] = value;
+  }
+
+  /** Sets `column` of the rows made since `from` (a row index). */
+  fill(column: number, from: number, value: unknown): void {
+    const cells = this.cells;
+    const width = this.width;
+    for (let i = from * width + column, end = this.n * width; i < end; i += width) cells[i] = value;
+  }
+
+  /** Forgets the rows made since `from`. */
+  truncate(from: number): void {
+    this.cells.fill(undefined, from * this.width, this.n * this.width);
+    this.n = from;
+  }
+
+  fillResource(from: number, r: ResourceCells): void {
+    const s = this.shared;
+    this.fill(s.project_id, from, r.projectId);
+    this.fill(s.service_name, from, r.serviceName);
+    this.fill(s.resource_attributes, from, r.attributes);
+    this.fill(s.resource_dropped_attributes_count, from, r.dropped);
+    this.fill(s.resource_schema_url, from, r.schemaUrl);
+  }
+
+  fillScope(from: number, scope: ScopeCells): void {
+    const s = this.shared;
+    this.fill(s.scope_name, from, scope.name);
+    this.fill(s.scope_version, from, scope.version);
+    this.fill(s.scope_attributes, from, scope.attributes);
+    this.fill(s.scope_dropped_attributes_count, from, scope.dropped);
+    this.fill(s.scope_schema_url, from, scope.schemaUrl);
+  }
+
+  /** Hands every row on to `sink`, and starts over with empty cells. */
+  flush(sink: RowSink): void {
+    const n = this.n;
+    if (n === 0) return;
+    const cells = this.cells;
+    const width = this.width;
+    const values = new Array<unknown>(width);
+    for (let i = 0, at = 0; i < n; i++, at += width) {
+      for (let j = 0; j < width; j++) values[j] = cells[at + j] ?? null;
+      sink.row(this.table, values);
+    }
+    ROWS_SEEN.set(this.table, n);
+    this.flushed += n;
+    this.n = 0;
+    this.cells = this.emptyCells();
+  }
+}

@@ -1,0 +1,211 @@
+// The reader (reader.ts) over a protobuf request body: fields are read from the wire bytes as the
+// mapper asks for them, by the numbers and types messages.ts gives, without a message tree. What
+// it reads equals what protobufjs' tree of the same bytes holds (tests hold the two equal): a
+// singular field given twice keeps its last value, a message field its last message, whole; a
+// repeated field's runs are joined; a oneof keeps its last member. A field whose wire type is
+// not its type's is skipped as unknown, as protobuf specifies. An invalid body is refused with
+// OtlpDecodeError.
+
+import { FIELD_NAMES, FIXED32, type MessageType, SINT32, UINT32, UINT64, UINT64S } from './messages.ts';
+import { END, INVALID_ID, type OtlpReader, type ReadId } from './reader.ts';
+import { int32 } from './values.ts';
+import { AttributesWriter, LEN, Ranges, stringAttribute, WireCursor } from './wire.ts';
+
+const SERVICE_NAME_KEY = Buffer.from('service.name');
+const PROJECT_ID_KEY = Buffer.from('project.id');
+
+export class ProtobufReader implements OtlpReader {
+  private readonly w: WireCursor;
+  private readonly writer: AttributesWriter;
+  /** The messages entered, innermost last: where each ends, its type, the attribute runs it has. */
+  private depth = -1;
+  private readonly ends: number[] = [];
+  private readonly types: MessageType[] = [];
+  private readonly attributeRuns: Ranges[] = [];
+  /** The field `next` returned: its id, type and wire type. */
+  private field = 0;
+  private type = 0;
+  private wireType = 0;
+  serviceName: string | null = null;
+  projectId: string | null | undefined;
+
+  constructor(body: Uint8Array) {
+    this.w = new WireCursor(body);
+    this.writer = new AttributesWriter(this.w);
+  }
+
+  begin(type: MessageType): void {
+    this.push(type, this.w.buf.length);
+  }
+
+  enter(type: MessageType): boolean {
+    const n = this.w.length(this.ends[this.depth]!);
+    this.push(type, this.w.pos + n);
+    return true;
+  }
+
+  private push(type: MessageType, end: number): void {
+    const d = ++this.depth;
+    this.ends[d] = end;
+    this.types[d] = type;
+    const runs = this.attributeRuns[d];
+    if (runs === undefined) this.attributeRuns[d] = new Ranges();
+    else runs.reset();
+  }
+
+  next(): number {
+    const w = this.w;
+    const d = this.depth;
+    const end = this.ends[d]!;
+    const type = this.types[d]!;
+    while (w.pos < end) {
+      const t = w.uint32(end);
+      const id = t < 256 ? type.tags[t]! : -1;
+      if (id >= 0) {
+        this.field = id;
+        this.type = type.types[id]!;
+        this.wireType = t & 7;
+        return id;
+      }
+      w.skip(t & 7, end);
+    }
+    this.depth = d - 1;
+    return END;
+  }
+
+  skip(): void {
+    this.w.skip(this.wireType, this.end());
+  }
+
+  private end(): number {
+    return this.ends[this.depth]!;
+  }
+
+  /** What the error messages call the field `next` returned. */
+  private label(): string {
+    return `${this.types[this.depth]!.name}.${FIELD_NAMES[this.field]}`;
+  }
+
+  string(): string | null {
+    const w = this.w;
+    const n = w.length(this.end());
+    const at = w.pos;
+    w.pos = at + n;
+    return n === 0 ? null : w.string(at, at + n);
+  }
+
+  id(byteLength: 16 | 8): ReadId {
+    const w = this.w;
+    const n = w.length(this.end());
+    const at = w.pos;
+    w.pos = at + n;
+    if (n === 0) return null;
+    if (n !== byteLength) return INVALID_ID;
+    const buf = w.buf;
+    let any = 0;
+    for (let i = at; i < at + n; i++) any |= buf[i]!;
+    return any === 0 ? INVALID_ID : buf.toString('hex', at, at + n);
+  }
+
+  int64(): bigint {
+    // fixed64 and sfixed64 are 8 bytes; uint64 a varint.
+    return this.type === UINT64 || this.type === UINT64S ? this.varint64() : this.w.fixed64(this.end());
+  }
+
+  /** A varint as the signed 64-bit value of its bits. */
+  private varint64(end = this.end()): bigint {
+    const w = this.w;
+    const lo = w.varint64(end);
+    const hi = w.hi;
+    return hi === 0 ? BigInt(lo) : BigInt.asIntN(64, (BigInt(hi) << 32n) | BigInt(lo));
+  }
+
+  int32(): number {
+    const v = this.w.uint32(this.end());
+    switch (this.type) {
+      case UINT32:
+        return int32(v, this.label()); // refused beyond 2^31 - 1, as the column is int32
+      case SINT32:
+        return (v >>> 1) ^ -(v & 1);
+      default:
+        return v | 0; // INT32: a negative value is a 10-byte varint; its low 32 bits are the value
+    }
+  }
+
+  flags(): bigint {
+    return BigInt(this.type === FIXED32 ? this.w.fixed32(this.end()) : this.w.uint32(this.end()));
+  }
+
+  double(): number {
+    return this.w.double(this.end());
+  }
+
+  optionalDouble(): number {
+    return this.w.double(this.end());
+  }
+
+  bool(): boolean {
+    const w = this.w;
+    return w.varint64(this.end()) !== 0 || w.hi !== 0;
+  }
+
+  present(): boolean {
+    return true;
+  }
+
+  int64s(out: bigint[]): void {
+    const w = this.w;
+    if (this.wireType !== LEN) {
+      out.push(this.int64());
+      return;
+    }
+    // Packed: one run of values.
+    const n = w.length(this.end());
+    const stop = w.pos + n;
+    if (this.type === UINT64S) while (w.pos < stop) out.push(this.varint64(stop));
+    else while (w.pos < stop) out.push(w.fixed64(stop));
+  }
+
+  doubles(out: number[]): void {
+    const w = this.w;
+    if (this.wireType !== LEN) {
+      out.push(w.double(this.end()));
+      return;
+    }
+    const n = w.length(this.end());
+    const stop = w.pos + n;
+    while (w.pos < stop) out.push(w.double(stop));
+  }
+
+  attributes(): void {
+    const w = this.w;
+    const n = w.length(this.end());
+    this.attributeRuns[this.depth]!.push(w.pos, w.pos + n);
+    w.pos += n;
+  }
+
+  attributesJson(): string {
+    const d = this.depth + 1;
+    const runs = this.attributeRuns[d]!;
+    const w = this.w;
+    const pos = w.pos; // the writer reads elsewhere in the body
+    const text = this.writer.json(runs);
+    if (this.types[d]!.names) {
+      this.serviceName = stringAttribute(w, runs, SERVICE_NAME_KEY) ?? null;
+      this.projectId = stringAttribute(w, runs, PROJECT_ID_KEY);
+    }
+    w.pos = pos;
+    return text;
+  }
+
+  body(): string | null {
+    const w = this.w;
+    const n = w.length(this.end());
+    const at = w.pos;
+    const text = this.writer.body(at, at + n);
+    w.pos = at + n;
+    return text;
+  }
+
+  otherMember(): void {}
+}

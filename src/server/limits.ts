@@ -1,0 +1,111 @@
+// What the server lets in, and for how long: the bytes of request bodies held at once (one
+// BodyBudget), the header, request and idle timeouts of every connection (node's HTTP server
+// enforces them; fastify passes them on), and the answer to requests that arrive while the server
+// stops. A slow, stalled or flooding client costs a bounded amount of memory and time.
+
+import { type Server, STATUS_CODES } from 'node:http';
+import type { Socket } from 'node:net';
+import type { FastifyHttpOptions, FastifyInstance } from 'fastify';
+import type { ServerConfig } from '../storage/options.ts';
+import { BodyBudget } from './body.ts';
+import { isIngestRoute, refuseWhileStopping } from './ingest.ts';
+
+/** How often node checks its connections against the header and request timeouts (default 30 s). */
+const TIMEOUT_CHECK_INTERVAL_MS = 1000;
+
+export interface LimitStats {
+  body_bytes_in_flight: number;
+  max_body_bytes_in_flight: number;
+  /** Requests answered 503 because their body did not fit max_body_bytes_in_flight. */
+  bodies_refused: number;
+  /** Connections closed because headers or a body did not arrive within their timeout. */
+  requests_timed_out: number;
+}
+
+export class ServerLimits {
+  readonly bodies: BodyBudget;
+  private readonly cfg: ServerConfig;
+  private timedOut = 0;
+  private stopping = false;
+  /** Connections whose current request was answered before its body was read to the end. */
+  private readonly answeredEarly = new WeakSet<Socket>();
+
+  constructor(cfg: ServerConfig) {
+    this.cfg = cfg;
+    this.bodies = new BodyBudget(cfg.max_body_bytes_in_flight);
+  }
+
+  /** The fastify options that enforce the timeouts. */
+  fastifyOptions(): FastifyHttpOptions<Server> {
+    const c = this.cfg;
+    return {
+      requestTimeout: c.request_timeout_s * 1000,
+      keepAliveTimeout: c.idle_timeout_s * 1000,
+      http: {
+        headersTimeout: c.header_timeout_s * 1000,
+        connectionsCheckingInterval: TIMEOUT_CHECK_INTERVAL_MS,
+      },
+      // Requests during shutdown are answered by the onRequest hook below, in OTLP's terms.
+      return503OnClosing: false,
+      clientErrorHandler: (err, socket) => this.onClientError(err as NodeJS.ErrnoException, socket),
+    };
+  }
+
+  /** Installs the hooks: answers while stopping, and which connections were answered early. */
+  register(app: FastifyInstance): void {
+    app.addHook('preClose', (done) => {
+      this.stopping = true;
+      done();
+    });
+    app.addHook('onRequest', (request, reply, done) => {
+      this.answeredEarly.delete(request.raw.socket);
+      if (!this.stopping) return done();
+      if (isIngestRoute(request.routeOptions.url)) return refuseWhileStopping(request, reply);
+      reply
+        .code(503)
+        .header('retry-after', '1')
+        .header('connection', 'close')
+        .send({ error: 'Service Unavailable', message: 'the server is stopping; retry after 1 s' });
+    });
+    app.addHook('onResponse', (request, _reply, done) => {
+      // The rest of the body is read and dropped; should it stall, the request timeout ends the
+      // connection without writing a second answer after this one.
+      if (!request.raw.complete) this.answeredEarly.add(request.raw.socket);
+      done();
+    });
+  }
+
+  stats(): LimitStats {
+    return {
+      body_bytes_in_flight: this.bodies.bytes,
+      max_body_bytes_in_flight: this.bodies.limit,
+      bodies_refused: this.bodies.refused,
+      requests_timed_out: this.timedOut,
+    };
+  }
+
+  /** A connection's error (a timeout, a malformed request): answered when possible, then closed. */
+  private onClientError(err: NodeJS.ErrnoException, socket: Socket): void {
+    if (err.code === 'ECONNRESET' || socket.destroyed) return;
+    let status = 400;
+    let message = 'malformed HTTP request';
+    if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
+      this.timedOut++;
+      status = 408;
+      message =
+        `request not received in time: headers within ${this.cfg.header_timeout_s} s and the whole ` +
+        `body within ${this.cfg.request_timeout_s} s of its first byte`;
+    } else if (err.code === 'HPE_HEADER_OVERFLOW') {
+      status = 431;
+      message = 'request headers too large';
+    }
+    if (socket.writable && !this.answeredEarly.has(socket)) {
+      const body = JSON.stringify({ error: STATUS_CODES[status], message });
+      socket.write(
+        `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json\r\n` +
+          `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+      );
+    }
+    socket.destroy();
+  }
+}

@@ -1,0 +1,406 @@
+// The shipper moves each finished UTC day through its phases: open -> sealed -> uploaded ->
+// verified -> cleaned, one append-only line per phase in index/days.jsonl (src/storage/days-index.ts).
+// A run resumes a day from its last recorded phase, so a process killed anywhere finishes the day
+// on its next start. Failures are recorded as `failed` lines with the step and the cause and are
+// retried with exponential backoff and jitter; local data is removed only after `verified`, and a
+// verification mismatch uploads again, never cleans.
+//
+// Automatic runs (shipper_enabled and a complete S3 configuration) check for finished days at
+// start (resume) and every 30 s (the UTC rollover); `shipNow(day)` runs one day by hand.
+
+import { open, readdir, readFile, unlink } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { DeltaOptions } from '../delta/table.ts';
+import {
+  appendDayPhase,
+  type DayProgress,
+  type DayState,
+  readDayStates,
+  type TablePhaseStats,
+} from '../storage/days-index.ts';
+import { type InstanceLayout, isDay, validateDay } from '../storage/layout.ts';
+import { ObjectStore } from '../storage/object-store.ts';
+import { type ResolvedS3, s3Problem } from '../storage/s3-config.ts';
+import {
+  cleanDay,
+  sealDay,
+  type UploadProgress,
+  uploadDay,
+  VerifyMismatchError,
+  verifyDay,
+} from './phases.ts';
+
+/** Upload-and-verify rounds in one run before a mismatch is left to the next retry. */
+const VERIFY_ROUNDS = 2;
+
+export type ShipStep = 'seal' | 'upload' | 'verify' | 'clean';
+
+/** A manual ship refused before anything is done (current day, no configuration, no data...). */
+export class ShipError extends Error {
+  override name = 'ShipError';
+  /** The object-storage settings whose variables are missing, when that is the reason. */
+  readonly missing: readonly string[];
+  constructor(message: string, missing: readonly string[] = []) {
+    super(message);
+    this.missing = missing;
+  }
+}
+
+export interface ShipSummary {
+  day: string;
+  /** `cleaned` when the day is shipped and removed locally, else `failed` (see error). */
+  status: 'cleaned' | 'failed';
+  /** The furthest phase the day has reached. */
+  phase: DayProgress;
+  /** Per table: rows, version, bytes and files (the seal's counts; remote rows once verified). */
+  tables: Record<string, TablePhaseStats>;
+  /** What this run uploaded (files already there are skipped). */
+  uploaded: { files: number; bytes: number };
+  error: { step: ShipStep; message: string } | null;
+}
+
+export interface ShipProgress extends UploadProgress {
+  day: string;
+  step: ShipStep;
+}
+
+export interface ShipperStats {
+  enabled: boolean;
+  configured: boolean;
+  /** Object-storage settings without a value (named by the setting; see the README for variables). */
+  missing: string[];
+  state: 'disabled' | 'not_configured' | 'idle' | 'shipping' | 'waiting_retry';
+  day: string | null;
+  step: ShipStep | null;
+  bytes_done: number;
+  bytes_total: number;
+  files_done: number;
+  files_total: number;
+  days_pending: number;
+  next_retry_at: string | null;
+  last_shipped: { day: string; at: string } | null;
+  last_error: { at: string; day: string; step: string; message: string } | null;
+}
+
+export interface ShipperInit {
+  layout: InstanceLayout;
+  s3: ResolvedS3;
+  /** shipper_enabled: ship finished days automatically. */
+  enabled: boolean;
+  deltaOptions: DeltaOptions;
+  /** The current UTC day (days before it are finished). */
+  today: () => string;
+  /** Resolves once every row of the day accepted by this process is in its Delta tables. */
+  whenDayLanded: (day: string) => Promise<void>;
+  /** Lets go of the day's open tables (before the seal and before the clean). */
+  releaseDay: (day: string) => Promise<void>;
+  /** Timing (tests shorten it). */
+  timing?: ShipperTiming;
+}
+
+export interface ShipperTiming {
+  /** How often automatic shipping looks for finished days (default 30 s). */
+  checkMs: number;
+  /** Retry delays: the first failure waits about baseMs, each next one twice as long, at most maxMs. */
+  baseMs: number;
+  maxMs: number;
+}
+
+const DEFAULT_TIMING: ShipperTiming = { checkMs: 30_000, baseMs: 5_000, maxMs: 15 * 60_000 };
+
+/** Test seam: runs after each phase line is recorded (e.g. to kill the process there). */
+export const shipperHooks: { afterPhase?: (day: string, phase: DayProgress) => Promise<void> | void } = {};
+
+const STEP_OF: Record<Exclude<DayProgress, 'cleaned'>, ShipStep> = {
+  open: 'seal',
+  sealed: 'upload',
+  uploaded: 'verify',
+  verified: 'clean',
+};
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+export class Shipper {
+  private readonly init: ShipperInit;
+  private readonly store: ObjectStore | null;
+  private readonly timing: ShipperTiming;
+  private chain: Promise<unknown> = Promise.resolve();
+  private readonly abort = new AbortController();
+  private stopped = false;
+  private running = false;
+  private timer: NodeJS.Timeout | null = null;
+  private readonly retryAt = new Map<string, number>();
+  private current: ShipProgress | null = null;
+  private pending = 0;
+  private lastShipped: ShipperStats['last_shipped'] = null;
+  private lastError: ShipperStats['last_error'] = null;
+
+  constructor(init: ShipperInit) {
+    this.init = init;
+    this.store = init.s3.settings ? new ObjectStore(init.s3.settings) : null;
+    this.timing = init.timing ?? DEFAULT_TIMING;
+  }
+
+  get configured(): boolean {
+    return this.store !== null;
+  }
+
+  /** Starts automatic shipping (when enabled and configured): resumes unfinished days now. */
+  start(): void {
+    if (this.running || this.stopped || !this.init.enabled || !this.store) return;
+    this.running = true;
+    this.schedule(0);
+  }
+
+  /** Stops automatic shipping and aborts uploads in flight; resolves when the current step ended. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.running = false;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    this.abort.abort();
+    await this.chain.catch(() => {});
+    this.store?.destroy();
+  }
+
+  private schedule(ms: number): void {
+    if (!this.running) return;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      void this.pass();
+    }, ms);
+    this.timer.unref();
+  }
+
+  /** One automatic pass: every finished day not cleaned and not waiting for a retry, oldest first. */
+  private async pass(): Promise<void> {
+    const now = Date.now();
+    try {
+      for (const day of await this.pendingDays()) {
+        if (!this.running) return;
+        if ((this.retryAt.get(day) ?? 0) > now) continue;
+        await this.serialized(() => this.runDay(day));
+      }
+    } catch (err) {
+      this.recordError('-', 'scan', err);
+    } finally {
+      const retries = [...this.retryAt.values()].filter((t) => t > Date.now());
+      this.schedule(Math.max(0, Math.min(this.timing.checkMs, ...retries.map((t) => t - Date.now()))));
+    }
+  }
+
+  /** Finished days (before today) not cleaned yet, oldest first. */
+  async pendingDays(): Promise<string[]> {
+    const today = this.init.today();
+    const states = await readDayStates(this.init.layout.daysIndex);
+    const local = await readdir(this.init.layout.daysDir).catch(() => [] as string[]);
+    const days = new Set<string>();
+    for (const d of local) if (isDay(d)) days.add(d);
+    for (const [d, s] of states) if (isDay(d) && (s.phase !== 'open' || days.has(d))) days.add(d);
+    const out = [...days].filter((d) => d < today && states.get(d)?.phase !== 'cleaned').sort();
+    this.pending = out.length;
+    return out;
+  }
+
+  /**
+   * Ships one finished day now, from its last phase. Refuses (ShipError) the current or a future
+   * day, an incomplete configuration and a day without data; a failure of a step is recorded and
+   * returned in the summary.
+   */
+  async shipNow(day: string, opts: { onProgress?: (p: ShipProgress) => void } = {}): Promise<ShipSummary> {
+    validateDay(day);
+    const today = this.init.today();
+    if (day >= today) {
+      throw new ShipError(
+        day === today
+          ? `day ${day} is the current UTC day: only finished days are shipped`
+          : `day ${day} is in the future (today is ${today} UTC)`,
+      );
+    }
+    const problem = s3Problem(this.init.s3);
+    if (problem !== null) throw new ShipError(`cannot ship: ${problem}`, this.init.s3.missing);
+    if (this.stopped) throw new ShipError('cannot ship: the logger is stopped');
+    const state = (await readDayStates(this.init.layout.daysIndex)).get(day);
+    const hasLocal = await readdir(this.init.layout.dayDir(day)).then(
+      () => true,
+      () => false,
+    );
+    if ((state === undefined || state.phase === 'open') && !hasLocal) {
+      throw new ShipError(`no data for day ${day} in instance '${this.init.layout.instanceId}'`);
+    }
+    return this.serialized(() => this.runDay(day, opts.onProgress));
+  }
+
+  private serialized<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.chain.then(fn, fn);
+    this.chain = run.catch(() => {});
+    return run;
+  }
+
+  /** Runs the day's remaining steps; every outcome is recorded in days.jsonl and in the summary. */
+  private async runDay(day: string, onProgress?: (p: ShipProgress) => void): Promise<ShipSummary> {
+    const store = this.store!;
+    const layout = this.init.layout;
+    const summary: ShipSummary = {
+      day,
+      status: 'failed',
+      phase: 'open',
+      tables: {},
+      uploaded: { files: 0, bytes: 0 },
+      error: null,
+    };
+    const releaseLock = await this.lock();
+    let step: ShipStep = 'seal';
+    try {
+      const state: DayState | undefined = (await readDayStates(layout.daysIndex)).get(day);
+      let phase: DayProgress = state?.phase ?? 'open';
+      let sealed: Record<string, TablePhaseStats> | null = state?.sealed ?? null;
+      // The last verification found a mismatch: upload again before verifying.
+      let reupload = state?.failure?.step === 'verify';
+      let rounds = 0;
+      const record = async (next: DayProgress, tables: Record<string, TablePhaseStats>) => {
+        await appendDayPhase(layout.daysIndex, { day, phase: next, tables });
+        phase = next;
+        summary.phase = next;
+        summary.tables = tables;
+        await shipperHooks.afterPhase?.(day, next);
+      };
+      summary.phase = phase;
+      summary.tables = sealed ?? {};
+      const progress = (p: UploadProgress) => {
+        this.current = { day, step, ...p };
+        onProgress?.(this.current);
+      };
+      progress({ bytesDone: 0, bytesTotal: 0, filesDone: 0, filesTotal: 0 });
+      while (phase !== 'cleaned') {
+        this.throwIfStopped();
+        step = reupload && phase === 'uploaded' ? 'upload' : STEP_OF[phase];
+        progress({ bytesDone: 0, bytesTotal: 0, filesDone: 0, filesTotal: 0 });
+        if (step === 'seal') {
+          await this.init.whenDayLanded(day);
+          await this.init.releaseDay(day);
+          sealed = await sealDay(layout, day, this.init.deltaOptions);
+          await record('sealed', sealed);
+        } else if (step === 'upload') {
+          if (!sealed) throw new Error(`day ${day} has no sealed counts in ${layout.daysIndex}`);
+          const sent = await uploadDay(store, layout, day, progress, this.abort.signal);
+          summary.uploaded.files += sent.files;
+          summary.uploaded.bytes += sent.bytes;
+          reupload = false;
+          await record('uploaded', sealed);
+        } else if (step === 'verify') {
+          if (!sealed) throw new Error(`day ${day} has no sealed counts in ${layout.daysIndex}`);
+          try {
+            await record('verified', await verifyDay(store, layout, day, sealed, this.abort.signal));
+          } catch (err) {
+            if (!(err instanceof VerifyMismatchError) || ++rounds >= VERIFY_ROUNDS) throw err;
+            await this.recordFailure(day, step, err);
+            reupload = true;
+          }
+        } else {
+          await this.init.releaseDay(day);
+          await cleanDay(layout, day);
+          await record('cleaned', summary.tables);
+        }
+      }
+      summary.status = 'cleaned';
+      this.retryAt.delete(day);
+      this.lastShipped = { day, at: new Date().toISOString() };
+    } catch (err) {
+      if (this.stopped) {
+        summary.error = { step, message: 'stopped before the day was shipped' };
+      } else {
+        const message = await this.recordFailure(day, step, err);
+        summary.error = { step, message };
+        const failures = ((await readDayStates(layout.daysIndex)).get(day)?.failures ?? 1) - 1;
+        const delay = Math.min(this.timing.maxMs, this.timing.baseMs * 2 ** Math.min(failures, 30));
+        this.retryAt.set(day, Date.now() + delay * (0.5 + Math.random() / 2));
+      }
+    } finally {
+      this.current = null;
+      await releaseLock();
+      await this.pendingDays().catch(() => {}); // days_pending of stats()
+    }
+    return summary;
+  }
+
+  private throwIfStopped(): void {
+    if (this.stopped) throw new Error('stopped');
+  }
+
+  /** Records a `failed` line for the step; returns its message (secrets removed). */
+  private async recordFailure(day: string, step: string, err: unknown): Promise<string> {
+    const message = this.recordError(day, step, err);
+    await appendDayPhase(this.init.layout.daysIndex, { day, phase: 'failed', step, error: message }).catch(
+      () => {},
+    );
+    return message;
+  }
+
+  private recordError(day: string, step: string, err: unknown): string {
+    const raw = err instanceof Error ? err.message : String(err);
+    const message = this.init.s3.settings ? this.init.s3.settings.redact(raw) : raw;
+    this.lastError = { at: new Date().toISOString(), day, step, message };
+    return message;
+  }
+
+  /**
+   * Holds `index/shipping.lock` while a day is shipped, so that two processes on one instance (a
+   * server and `otelake ship`) never ship at once. A lock whose process is gone is taken over.
+   */
+  private async lock(): Promise<() => Promise<void>> {
+    const file = join(this.init.layout.root, 'index', 'shipping.lock');
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const fh = await open(file, 'wx');
+        await fh.writeFile(`${process.pid}\n`);
+        await fh.close();
+        return () => unlink(file).catch(() => {});
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'EEXIST' || attempt >= 3) throw err;
+        const pid = Number((await readFile(file, 'utf8').catch(() => '')).trim());
+        if (Number.isSafeInteger(pid) && pid > 0 && pid !== process.pid && processAlive(pid)) {
+          throw new ShipError(`process ${pid} is shipping days of this instance (${file})`);
+        }
+        await unlink(file).catch(() => {});
+      }
+    }
+  }
+
+  stats(): ShipperStats {
+    const retries = [...this.retryAt.values()].filter((t) => t > Date.now());
+    const state: ShipperStats['state'] = !this.store
+      ? 'not_configured'
+      : this.current
+        ? 'shipping'
+        : retries.length > 0
+          ? 'waiting_retry'
+          : this.init.enabled
+            ? 'idle'
+            : 'disabled';
+    return {
+      enabled: this.init.enabled,
+      configured: this.store !== null,
+      missing: [...this.init.s3.missing],
+      state,
+      day: this.current?.day ?? null,
+      step: this.current?.step ?? null,
+      bytes_done: this.current?.bytesDone ?? 0,
+      bytes_total: this.current?.bytesTotal ?? 0,
+      files_done: this.current?.filesDone ?? 0,
+      files_total: this.current?.filesTotal ?? 0,
+      days_pending: this.pending,
+      next_retry_at: retries.length > 0 ? new Date(Math.min(...retries)).toISOString() : null,
+      last_shipped: this.lastShipped,
+      last_error: this.lastError,
+    };
+  }
+}
