@@ -907,18 +907,42 @@ export class DeltaTable {
     if (version % this.opts.checkpointInterval === 0 && version > 0) {
       this.background(this.writeCheckpointOf(this.captureCheckpoint()));
     }
-    if (this.opts.autoCompact && !this.compacting && !this.closed) {
-      const inputs = this.pickAutoCompaction();
-      if (inputs) {
-        this.compacting = true;
-        this.background(
-          this.serialCompaction(() =>
-            this.compactGroups([inputs], 'OPTIMIZE', { auto: 'true' }, this.copyRowGroupsFrom(inputs)),
-          ).finally(() => {
-            this.compacting = false;
-          }),
-        );
+    this.maybeCompact();
+  }
+
+  /**
+   * Starts an in-day compaction in the background when one is due and none runs; when it ends,
+   * the next one due starts at once, so a backlog left by a busy writer is worked off.
+   */
+  private maybeCompact(): void {
+    if (!this.opts.autoCompact || this.compacting || this.closed) return;
+    const inputs = this.pickAutoCompaction();
+    if (!inputs) return;
+    this.compacting = true;
+    this.background(
+      this.serialCompaction(() =>
+        this.compactGroups([inputs], 'OPTIMIZE', { auto: 'true' }, this.copyRowGroupsFrom(inputs)),
+      ).finally(() => {
+        this.compacting = false;
+        this.maybeCompact();
+      }),
+    );
+  }
+
+  /** Runs the in-day compactions due now, one after another, until none is (tests, tools). */
+  async compactDue(): Promise<void> {
+    while (this.opts.autoCompact && !this.closed) {
+      if (this.compacting) {
+        await this.compactionLane;
+        continue;
       }
+      const inputs = this.pickAutoCompaction();
+      if (!inputs) return;
+      await this.track(
+        this.serialCompaction(() =>
+          this.compactGroups([inputs], 'OPTIMIZE', { auto: 'true' }, this.copyRowGroupsFrom(inputs)),
+        ),
+      );
     }
   }
 
