@@ -22,6 +22,7 @@ import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { loadProtobuf, type Signal } from '../src/otlp/index.ts';
 import type { DecodeResult, DecodeTask } from '../src/server/decode.ts';
+import { defaultOptions } from '../src/storage/options.ts';
 import { logsRequest, metricsRequest, tracesRequest } from './otlp-payloads.ts';
 
 const { values: args } = parseArgs({
@@ -67,14 +68,20 @@ const srcDir =
 const { RequestDecoder } = (await import(
   `${srcDir}server/decode.ts`
 )) as typeof import('../src/server/decode.ts');
-// Before issue 19 the decoder took protobufjs' codec; since then whether protobuf is on (the codec is truthy).
-const decoder = new RequestDecoder(codec as unknown as boolean, {
-  validateRequired: true,
-  validateTypes: true,
-  normalizeServiceName: true,
-  defaultServiceName: 'unknown_service',
-  strictColumns: true,
-});
+// Before issue 19 the decoder took protobufjs' codec; since then whether protobuf is on (the codec is
+// truthy). The attribute limits (issue 21) are the defaults; a decoder from before ignores them.
+const { server_config: server } = defaultOptions();
+const decoder = new RequestDecoder(
+  codec as unknown as boolean,
+  {
+    validateRequired: true,
+    validateTypes: true,
+    normalizeServiceName: true,
+    defaultServiceName: 'unknown_service',
+    strictColumns: true,
+  },
+  { countLimit: server.attribute_count_limit, valueLengthLimit: server.attribute_value_length_limit },
+);
 
 const ID_KEYS = new Set(['traceId', 'spanId', 'parentSpanId']);
 function hexIdsToBytes(v: unknown): unknown {

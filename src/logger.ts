@@ -108,13 +108,15 @@ export type RequestTables = Partial<
 /**
  * What became of a request, admitted whole or not at all: `accepted` (queued, and with
  * durability "wal" durable), `dropped` (refused by drop_newest, or drop_oldest that could not make
- * room), `queue_full` (no room within the wait), `unavailable` (writes or the write-ahead log
- * are failing: retry later), `stopped`, `not_started`.
+ * room), `queue_full` (no room within the wait), `project_full` (a project of the request holds
+ * its share of the queue, producer_config.project_queue_share), `unavailable` (writes or the
+ * write-ahead log are failing: retry later), `stopped`, `not_started`.
  */
 export type RequestOutcome =
   | 'accepted'
   | 'dropped'
   | 'queue_full'
+  | 'project_full'
   | 'unavailable'
   | 'stopped'
   | 'not_started';
@@ -179,6 +181,7 @@ interface Collected {
 const REASON: Record<Exclude<RequestOutcome, 'accepted'>, string> = {
   dropped: 'queue_full',
   queue_full: 'queue_full',
+  project_full: 'project_queue_share',
   unavailable: 'storage_unavailable',
   stopped: 'stopped',
   not_started: 'not_started',
@@ -256,7 +259,13 @@ export class Logger {
       TABLE_NAMES.map((t) => [t, new RowNormalizer(SCHEMAS[t], settings, this.clock)]),
     ) as Record<TableName, RowNormalizer>;
     const p = opts.producer_config;
-    this.producer = new Producer(p.max_queue_size, p.drop_policy, p.block_timeout_s * 1000, this.clock);
+    this.producer = new Producer(
+      p.max_queue_size,
+      p.drop_policy,
+      p.block_timeout_s * 1000,
+      this.clock,
+      p.project_queue_share,
+    );
     const phases = await readDayPhases(this.layout.daysIndex);
     for (const line of phases) this.openedDays.add(line.day);
     const today = this.producer.today();
@@ -562,9 +571,13 @@ export class Logger {
    * server's decode workers, with the logger's validation settings), for every table it feeds:
    * all of them or none, so that a request refused and retried is never half stored twice. With
    * durability "wal" the rows are durable in the write-ahead log when this resolves `accepted`.
-   * The rows the caller refused are counted in `stats()` whatever the outcome.
+   * The rows the caller refused are counted in `stats()` whatever the outcome. `projects` (the
+   * rows by project) holds them against producer_config.project_queue_share.
    */
-  async ingestRequest(tables: RequestTables, opts: { waitMs?: number } = {}): Promise<RequestResult> {
+  async ingestRequest(
+    tables: RequestTables,
+    opts: { waitMs?: number; projects?: Readonly<Record<string, number>> } = {},
+  ): Promise<RequestResult> {
     if (!this.aggregator) await this.ready;
     const results: Partial<Record<TableName, IngestResult>> = {};
     const entries: WalEntry[] = [];
@@ -589,7 +602,7 @@ export class Logger {
     if (rows === 0) return settle('accepted');
     const down = this.unavailable(entries.map((e) => e.table));
     if (down) return settle('unavailable', down);
-    const res = await this.producer!.reserve(rows, opts.waitMs);
+    const res = await this.producer!.reserve(rows, opts.waitMs, false, opts.projects);
     if (typeof res === 'string') return settle(this.refusal(res));
     const day = this.producer!.today();
     for (const e of entries) e.day = day;
@@ -643,8 +656,8 @@ export class Logger {
   }
 
   /** The outcome of a refused reservation. */
-  private refusal(res: 'queue_full' | 'stopped'): RequestOutcome {
-    if (res === 'stopped') return 'stopped';
+  private refusal(res: 'queue_full' | 'stopped' | 'project_full'): RequestOutcome {
+    if (res === 'stopped' || res === 'project_full') return res;
     return this.options.producer_config.drop_policy === 'block' ? 'queue_full' : 'dropped';
   }
 

@@ -3,7 +3,9 @@
 
 import { InvalidArgumentError } from 'commander';
 import { nowUs, parseTimeBound, TIME_BOUND_FORMATS } from '../read/window.ts';
-import { validateDay, validateInstanceId } from '../storage/layout.ts';
+import { isValidProjectId, PROJECT_ID_RULE } from '../schema/project.ts';
+import { validateDay, validateDir, validateInstanceId } from '../storage/layout.ts';
+import { type TokenScope, validateScopes, validateTokenName } from '../storage/tokens.ts';
 
 export function parsePort(value: string): number {
   const n = Number(value);
@@ -54,6 +56,36 @@ export function parseInstanceId(value: string): string {
     throw new InvalidArgumentError(
       "Use 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit.",
     );
+  }
+}
+
+export function parseDir(value: string): string {
+  try {
+    return validateDir(value);
+  } catch (err) {
+    throw new InvalidArgumentError(`${(err as Error).message}.`);
+  }
+}
+
+export function parseProjectId(value: string): string {
+  if (!isValidProjectId(value)) throw new InvalidArgumentError(`Use ${PROJECT_ID_RULE}.`);
+  return value;
+}
+
+/** `--scope ingest,read` (or the flag repeated). */
+export function collectScopes(value: string, previous: TokenScope[] | undefined): TokenScope[] {
+  try {
+    return validateScopes([...(previous ?? []), ...value.split(',').map((s) => s.trim())]);
+  } catch (err) {
+    throw new InvalidArgumentError(`${(err as Error).message}.`);
+  }
+}
+
+export function parseTokenName(value: string): string {
+  try {
+    return validateTokenName(value);
+  } catch {
+    throw new InvalidArgumentError('Use 1-64 printable ASCII characters.');
   }
 }
 

@@ -9,14 +9,19 @@ import { DEFAULT_DIR, DEFAULT_INSTANCE_ID } from '../storage/layout.ts';
 import { VERSION } from '../version.ts';
 import {
   collectColumns,
+  collectScopes,
   parseDay,
+  parseDir,
   parseHost,
   parseInstanceId,
   parsePort,
   parsePositiveInt,
+  parseProjectId,
   parseSeconds,
   parseTimeBoundFlag,
+  parseTokenName,
 } from './args.ts';
+import type { TokenCreateFlags } from './token.ts';
 
 export interface InstanceFlags {
   instanceId: string;
@@ -68,7 +73,7 @@ function instanceOptions(cmd: Command, what: string): Command {
       parseInstanceId,
       DEFAULT_INSTANCE_ID,
     )
-    .option('-D, --dir <path>', 'root directory of instances', DEFAULT_DIR);
+    .option('-D, --dir <path>', 'root directory of instances', parseDir, DEFAULT_DIR);
 }
 
 export function buildProgram(): Command {
@@ -137,6 +142,28 @@ export function buildProgram(): Command {
     )
     .option('-f, --follow', 'keep printing rows as they are committed, oldest first, until Ctrl-C', false)
     .action(async (flags: ViewFlags) => (await import('./view.ts')).viewCommand(flags));
+
+  const token = program
+    .command('token')
+    .description(
+      'access tokens: each bound to one project and scopes (ingest, read); auth is on once there is one',
+    )
+    .helpCommand(false);
+  instanceOptions(token.command('create'), 'whose server accepts the token')
+    .description('make a token and print it once (only its hash is stored, in configs/tokens.json)')
+    .requiredOption('--project <id>', 'the project the token writes and reads', parseProjectId)
+    .requiredOption('--scope <scopes>', 'what it may do: ingest, read, or ingest,read', collectScopes)
+    .option('--name <name>', 'a label for `token list`', parseTokenName)
+    .action(async (flags: TokenCreateFlags) => (await import('./token.ts')).tokenCreateCommand(flags));
+  instanceOptions(token.command('list'), 'whose tokens to list')
+    .description('list the tokens (id, name, project, scopes, state; never a secret)')
+    .action(async (flags: InstanceFlags) => (await import('./token.ts')).tokenListCommand(flags));
+  instanceOptions(token.command('revoke'), 'of the token')
+    .description('revoke a token by id; a running server refuses it from its next request')
+    .argument('<id>', 'the token id shown by `token create` and `token list`')
+    .action(async (id: string, flags: InstanceFlags) =>
+      (await import('./token.ts')).tokenRevokeCommand(flags, id),
+    );
 
   instanceOptions(program.command('ship'), 'to ship')
     .description('seal, upload to S3, verify and clean finished days now (the server must not be running)')

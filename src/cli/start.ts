@@ -9,6 +9,7 @@ import { createServer } from 'node:net';
 import { dirname, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
+import { isLoopback } from '../server/loopback.ts';
 import { InstanceLayout } from '../storage/layout.ts';
 import { bindError } from './bind.ts';
 import { CliError, UsageError } from './errors.ts';
@@ -151,6 +152,7 @@ async function startInBackground(flags: BoundStartFlags, layout: InstanceLayout)
   void spawnError.then((err) => {
     failure = err;
   });
+  let health: Awaited<ReturnType<typeof getJson>>;
   for (;;) {
     if (failure) throw new CliError(`could not launch the server: ${failure.message}`);
     if (exited) {
@@ -158,7 +160,7 @@ async function startInBackground(flags: BoundStartFlags, layout: InstanceLayout)
       const tail = await logTail(logFile, logStart);
       throw new CliError(`the server stopped during startup (${how}); ${logFile} ends with:\n${tail}`);
     }
-    const health = await getJson(`${url}/healthz`, 2);
+    health = await getJson(`${url}/healthz`, 2);
     if (health.ok && (await readPid(layout.pidFile)) === child.pid) break;
     if (Date.now() > deadline) {
       throw new CliError(
@@ -170,6 +172,12 @@ async function startInBackground(flags: BoundStartFlags, layout: InstanceLayout)
   }
   process.stdout.write(`otelake listening on ${baseUrl(flags.host, flags.port)} (pid ${child.pid})\n`);
   process.stdout.write(`  log: ${logFile}\n`);
+  const auth = health.ok ? (health.body as { auth?: { enabled?: boolean } }).auth : undefined;
+  process.stdout.write(
+    auth?.enabled
+      ? '  auth: on (requests need a token: Authorization: Bearer <token>)\n'
+      : `  auth: off (no token; 'otelake token create' makes one)${isLoopback(flags.host) ? '' : ': anyone who can reach the port can write and read'}\n`,
+  );
 }
 
 /** Runs the server in this process until SIGINT/SIGTERM, holding the pidfile meanwhile. */

@@ -103,6 +103,10 @@ export function renderHealth(health: Json, url: string, now = Date.now(), width 
   if (typeof health.protobuf === 'boolean') {
     server.push(['protobuf bodies', health.protobuf ? 'accepted' : 'not available (JSON only)']);
   }
+  const auth = group(health, 'auth');
+  if (typeof auth?.enabled === 'boolean') {
+    server.push(['auth', auth.enabled ? `on (tokens)${auth.required ? ', required' : ''}` : 'off']);
+  }
   if (server.length > 0) out.push(panel('server', server, width));
 
   const p = group(health, 'producer');

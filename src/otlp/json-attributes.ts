@@ -5,7 +5,7 @@
 // values.ts.
 
 import { DECLINED, END_OF_OBJECT, FIRST_KEY, type JsonCursor, KeySet, Literal } from './json-cursor.ts';
-import { JsonTextWriter } from './json-text.ts';
+import { JsonTextWriter, ObjectKeys } from './json-text.ts';
 import {
   attributesJson,
   bodyText,
@@ -43,28 +43,29 @@ export class JsonAttributes extends JsonTextWriter {
   private readonly j: JsonCursor;
   /** Whether a byte beyond ASCII was written (the text is then decoded as UTF-8). */
   private nonAscii = false;
-  /** Key ranges of the list being written, for the repeated-key check. */
-  private keys: number[] = [];
-  private nKeys = 0;
+  /** Keys of the list being written, for the repeated-key check. */
+  private readonly keys: ObjectKeys;
   /** Set by `json(true)`: the list's service.name and project.id (`stringAttribute`). */
   serviceName: string | null = null;
-  projectId: string | null = null;
+  projectId: string | null | undefined;
 
   constructor(j: JsonCursor) {
     super();
     this.j = j;
+    this.keys = new ObjectKeys(j.buf);
   }
 
   /** The list at the cursor (or a null) as a JSON object text; `names`: also read service.name and project.id. */
   json(names: boolean): string {
     const j = this.j;
     this.serviceName = null;
-    this.projectId = null;
+    this.projectId = undefined;
     if (!j.array()) return '{}';
     const listStart = j.pos - 1;
     this.len = 0;
     this.nonAscii = false;
-    this.nKeys = 0;
+    this.keys.reset();
+    this.keys.open();
     this.byte(0x7b);
     let simple = true;
     for (let first = true; j.next(first); first = false) {
@@ -74,7 +75,7 @@ export class JsonAttributes extends JsonTextWriter {
     if (!simple) {
       const list = JSON.parse(j.buf.toString('utf8', listStart, j.pos)) as unknown[];
       if (names) {
-        this.serviceName = stringAttribute(list, 'service.name');
+        this.serviceName = stringAttribute(list, 'service.name') ?? null;
         this.projectId = stringAttribute(list, 'project.id');
       }
       return attributesJson(list);
@@ -115,7 +116,7 @@ export class JsonAttributes extends JsonTextWriter {
         if (keyStart >= 0 || !j.string() || j.strEscaped) return this.giveUp(at);
         keyStart = j.strStart;
         keyEnd = j.strEnd;
-        if (!this.newKey(keyStart, keyEnd)) return this.giveUp(at);
+        if (!this.keys.add(keyStart, keyEnd)) return this.giveUp(at);
         if (!first) this.byte(0x2c);
         this.copy(keyStart, keyEnd, j.strNonAscii);
         this.byte(0x3a);
@@ -257,7 +258,7 @@ export class JsonAttributes extends JsonTextWriter {
       for (let i = 0; i < word.length; i++) out[o++] = buf[p++]!;
     } else return false;
     if (buf[p] !== 0x7d || buf[p + 1] !== 0x7d || o > out.length) return false;
-    if (!this.newKey(keyStart, keyEnd)) return false;
+    if (!this.keys.add(keyStart, keyEnd)) return false;
     this.len = o;
     if (seen >= 0x80) this.nonAscii = true;
     j.pos = p + 2;
@@ -266,23 +267,6 @@ export class JsonAttributes extends JsonTextWriter {
         valueStart >= 0 ? buf.toString(seen >= 0x80 ? 'utf8' : 'latin1', valueStart, valueEnd) : null;
       this.noteName(keyStart, keyEnd, value);
     }
-    return true;
-  }
-
-  /** Records a key of the list; false when it repeats one or looks like an array index. */
-  private newKey(start: number, end: number): boolean {
-    const buf = this.j.buf;
-    let digits = end > start;
-    for (let i = start; i < end && digits; i++) digits = buf[i]! >= 0x30 && buf[i]! <= 0x39;
-    if (digits) return false;
-    const keys = this.keys;
-    const n = end - start;
-    for (let i = 0; i < this.nKeys; i += 2) {
-      const s = keys[i]!;
-      if (keys[i + 1]! - s === n && equalRange(buf, s, start, n)) return false;
-    }
-    keys[this.nKeys++] = start;
-    keys[this.nKeys++] = end;
     return true;
   }
 
@@ -363,10 +347,5 @@ PLAIN[0x5c] = 0;
 function equalBytes(buf: Buffer, start: number, end: number, name: Buffer): boolean {
   if (end - start !== name.length) return false;
   for (let i = 0; i < name.length; i++) if (buf[start + i] !== name[i]) return false;
-  return true;
-}
-
-function equalRange(buf: Buffer, a: number, b: number, n: number): boolean {
-  for (let i = 0; i < n; i++) if (buf[a + i] !== buf[b + i]) return false;
   return true;
 }

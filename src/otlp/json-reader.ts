@@ -60,7 +60,7 @@ export class JsonReader implements OtlpReader {
   /** Ids read through values.ts' id, which counts the invalid ones here. */
   private readonly ids: MapState = { invalidIds: 0 };
   serviceName: string | null = null;
-  projectId: string | null = null;
+  projectId: string | null | undefined;
 
   /** Declines a body that is not valid UTF-8 (the tree decodes it with replacement characters). */
   constructor(body: Uint8Array) {
@@ -88,7 +88,10 @@ export class JsonReader implements OtlpReader {
     this.listFirst[d] = false;
     this.serial[d] = ++this.serials;
     this.attributeText[d] = '{}';
-    if (type.names) this.serviceName = this.projectId = null;
+    if (type.names) {
+      this.serviceName = null;
+      this.projectId = undefined;
+    }
   }
 
   next(): number {

@@ -27,7 +27,7 @@ export class ProtobufReader implements OtlpReader {
   private type = 0;
   private wireType = 0;
   serviceName: string | null = null;
-  projectId: string | null = null;
+  projectId: string | null | undefined;
 
   constructor(body: Uint8Array) {
     this.w = new WireCursor(body);
@@ -191,7 +191,7 @@ export class ProtobufReader implements OtlpReader {
     const pos = w.pos; // the writer reads elsewhere in the body
     const text = this.writer.json(runs);
     if (this.types[d]!.names) {
-      this.serviceName = stringAttribute(w, runs, SERVICE_NAME_KEY);
+      this.serviceName = stringAttribute(w, runs, SERVICE_NAME_KEY) ?? null;
       this.projectId = stringAttribute(w, runs, PROJECT_ID_KEY);
     }
     w.pos = pos;

@@ -74,9 +74,13 @@ export interface OtlpReader {
    * when none). For a message whose type has `names`, also sets `serviceName` and `projectId`.
    */
   attributesJson(): string;
-  /** The string values of the service.name and project.id attributes (the last of each), or null. */
+  /** The string value of the service.name attribute (the last one), or null. */
   readonly serviceName: string | null;
-  readonly projectId: string | null;
+  /**
+   * The string value of the project.id attribute (the last one): null when its value is not a
+   * string, undefined when the list has none (schema/project.ts' resourceProjectId tells them apart).
+   */
+  readonly projectId: string | null | undefined;
   /** An AnyValue as a log body: a string value as it is, any other value as JSON, null when none. */
   body(): string | null;
   /**

@@ -4,6 +4,7 @@
 // invalid JSON) are parsed with JSON.parse and mapped here, which also words the errors. Trees of
 // protobufjs map here too: the tests hold the readers' rows equal to this route's.
 
+import { resourceProjectId } from '../schema/project.ts';
 import type { Row, TableName } from '../schema/tables.ts';
 import { nanosToMicros } from '../schema/time.ts';
 import { LossyJsonNumber, OtlpDecodeError } from './errors.ts';
@@ -206,12 +207,8 @@ interface ScopeCols {
 function resourceCols(rx: Msg, ctx: MapContext): ResourceCols {
   const resource = obj(rx.resource, 'resource');
   const attrs = resource?.attributes;
-  const headerProject = ctx.headerProjectId;
   return {
-    project_id:
-      headerProject !== undefined && headerProject !== ''
-        ? headerProject
-        : stringAttribute(attrs, 'project.id') || ctx.defaultProjectId,
+    project_id: resourceProjectId(ctx, stringAttribute(attrs, 'project.id')),
     service_name: stringAttribute(attrs, 'service.name') || null,
     resource_attributes: attributesJson(attrs),
     resource_dropped_attributes_count: int32(

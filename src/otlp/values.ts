@@ -349,8 +349,8 @@ export function attributesJson(v: unknown): string {
   return kvs.length === 0 ? '{}' : JSON.stringify(keyValuesJs(kvs));
 }
 
-/** The string value of one attribute (last occurrence), or null. */
-export function stringAttribute(v: unknown, key: string): string | null {
+/** The string value of one attribute (last occurrence); null when its value is not a string, undefined when absent. */
+export function stringAttribute(v: unknown, key: string): string | null | undefined {
   const kvs = list(v, 'attributes');
   for (let i = kvs.length - 1; i >= 0; i--) {
     const kv = kvs[i];
@@ -360,5 +360,5 @@ export function stringAttribute(v: unknown, key: string): string | null {
       return typeof s === 'string' ? s : null;
     }
   }
-  return null;
+  return undefined;
 }

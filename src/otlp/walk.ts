@@ -3,6 +3,7 @@
 // their items made, and hands the rows on at the end of each resource. A signal's mapper
 // (map-traces.ts, map-logs.ts, map-metrics.ts) maps the items.
 
+import { resourceProjectId } from '../schema/project.ts';
 import type { ResourceCells, RowSink, ScopeCells, TableRows } from './columns.ts';
 import { F, type MessageType, RESOURCE, SCOPE } from './messages.ts';
 import { END, INVALID_ID, type OtlpReader, type ReadId } from './reader.ts';
@@ -83,10 +84,11 @@ export abstract class RequestWalker {
       dropped: 0,
       schemaUrl: null,
     };
-    let project: string | null = null;
+    let project: string | null | undefined;
     for (let f = r.next(); f !== END; f = r.next()) {
       if (f === F.resource) {
-        project = cells.serviceName = null;
+        project = undefined;
+        cells.serviceName = null;
         cells.attributes = '{}';
         cells.dropped = 0;
         if (!r.enter(RESOURCE)) continue;
@@ -102,8 +104,7 @@ export abstract class RequestWalker {
       else if (f !== this.envelopes.scopes) r.skip();
       else if (r.enter(this.envelopes.scope)) this.scope();
     }
-    const header = this.ctx.headerProjectId;
-    cells.projectId = header !== undefined && header !== '' ? header : project || this.ctx.defaultProjectId;
+    cells.projectId = resourceProjectId(this.ctx, project);
     this.tables.forEach((t, k) => {
       t.fillResource(from[k]!, cells);
     });

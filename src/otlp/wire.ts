@@ -5,7 +5,7 @@
 
 import { isUtf8 } from 'node:buffer';
 import { OtlpDecodeError } from './errors.ts';
-import { JsonTextWriter } from './json-text.ts';
+import { JsonTextWriter, ObjectKeys } from './json-text.ts';
 import { attributesJson, bodyText, jsonDouble, jsonInt, jsonText, type Msg } from './values.ts';
 
 /** Wire types (the low 3 bits of a tag). */
@@ -183,13 +183,6 @@ export class WireCursor {
   checkUtf8(start: number, end: number): void {
     if (!isUtf8(this.buf.subarray(start, end))) throw invalid('a string field is not valid UTF-8');
   }
-
-  /** Whether the bytes of [a, a + n) and [b, b + n) are equal. */
-  equalBytes(a: number, b: number, n: number): boolean {
-    const buf = this.buf;
-    for (let i = 0; i < n; i++) if (buf[a + i] !== buf[b + i]) return false;
-    return true;
-  }
 }
 
 /**
@@ -239,8 +232,8 @@ interface Member {
  * repeated key or an integer-like key (which a JS object reorders) is handed to `attributesJson`.
  */
 export class AttributesWriter extends JsonTextWriter {
-  /** Key ranges of the objects being written, innermost last (for the repeated-key check). */
-  private readonly keys = new Ranges();
+  /** Keys of the objects being written, innermost last (for the repeated-key check). */
+  private readonly keys: ObjectKeys;
   private readonly member: Member = { tag: 0, start: 0, end: 0 };
   private readonly kv: KeyValueAt = { keyStart: 0, keyEnd: 0, valueStart: -1, valueEnd: -1 };
   private readonly r: WireCursor;
@@ -248,6 +241,7 @@ export class AttributesWriter extends JsonTextWriter {
   constructor(reader: WireCursor) {
     super();
     this.r = reader;
+    this.keys = new ObjectKeys(reader.buf);
   }
 
   /** The KeyValue messages in `kvs` (ranges) as one JSON object text; '{}' when there are none. */
@@ -274,13 +268,13 @@ export class AttributesWriter extends JsonTextWriter {
   /** Writes `{...}` for the KeyValues in the first `n` of `at`; false when a key needs the JS object. */
   private object(at: readonly number[], n: number, depth: number): boolean {
     const r = this.r;
-    const keysFrom = this.keys.n;
+    this.keys.open();
     this.byte(0x7b);
     const kv = this.kv;
     for (let i = 0; i < n; i += 2) {
       keyValue(r, at[i]!, at[i + 1]!, kv);
       const { keyStart, keyEnd, valueStart, valueEnd } = kv;
-      if (!this.newKey(keyStart, keyEnd, keysFrom)) return false;
+      if (!this.keys.add(keyStart, keyEnd)) return false;
       if (i > 0) this.byte(0x2c);
       this.text(keyStart, keyEnd);
       this.byte(0x3a);
@@ -288,22 +282,7 @@ export class AttributesWriter extends JsonTextWriter {
       else if (!this.anyValue(valueStart, valueEnd, depth)) return false;
     }
     this.byte(0x7d);
-    this.keys.n = keysFrom;
-    return true;
-  }
-
-  /** Records a key of the current object; false when it repeats one or looks like an array index. */
-  private newKey(start: number, end: number, keysFrom: number): boolean {
-    const r = this.r;
-    const n = end - start;
-    let digits = n > 0;
-    for (let i = start; i < end && digits; i++) digits = r.buf[i]! >= 0x30 && r.buf[i]! <= 0x39;
-    if (digits) return false;
-    const at = this.keys.at;
-    for (let k = keysFrom; k < this.keys.n; k += 2) {
-      if (at[k + 1]! - at[k]! === n && r.equalBytes(at[k]!, start, n)) return false;
-    }
-    this.keys.push(start, end);
+    this.keys.close();
     return true;
   }
 
@@ -509,10 +488,10 @@ function anyValueMsg(r: WireCursor, start: number, end: number, depth: number): 
 }
 
 /**
- * The string value of the last KeyValue named `key` in `kvs`, or null when there is none or its
- * value is not a string (values.ts' stringAttribute).
+ * The string value of the last KeyValue named `key` in `kvs`: null when its value is not a
+ * string, undefined when there is none (values.ts' stringAttribute).
  */
-export function stringAttribute(r: WireCursor, kvs: Ranges, key: Buffer): string | null {
+export function stringAttribute(r: WireCursor, kvs: Ranges, key: Buffer): string | null | undefined {
   const kv: KeyValueAt = { keyStart: 0, keyEnd: 0, valueStart: -1, valueEnd: -1 };
   for (let i = kvs.n - 2; i >= 0; i -= 2) {
     keyValue(r, kvs.at[i]!, kvs.at[i + 1]!, kv);
@@ -522,5 +501,5 @@ export function stringAttribute(r: WireCursor, kvs: Ranges, key: Buffer): string
     const m = lastMember(r, valueStart, valueEnd, { tag: 0, start: 0, end: 0 });
     return m.tag === STRING_VALUE ? r.string(m.start, m.end) : null;
   }
-  return null;
+  return undefined;
 }

@@ -4,6 +4,9 @@
 // queue's size and every limit count rows either way.
 // When full, `drop_policy` decides: `block` makes producers wait (asynchronously) for room up to
 // a timeout, `drop_newest` refuses the incoming rows, `drop_oldest` evicts the oldest queued rows.
+// With a project share below 1, one project may hold at most that share of the queue (rows waiting
+// for room, reserved or queued): beyond it its rows are refused at once, whatever the policy, so
+// that one noisy project cannot take the room of the others.
 
 import type { BatchPart } from '../delta/batch.ts';
 import type { TableName } from '../schema/tables.ts';
@@ -18,6 +21,7 @@ export interface QueuedRow {
   batch?: undefined;
   /** The row's sequence number in the write-ahead log (none with durability "memory"). */
   seq?: number | undefined;
+  held?: undefined;
 }
 
 /** Rows [from, to) of a batch of normalized rows. */
@@ -29,6 +33,8 @@ export interface QueuedBatch {
   to: number;
   /** The write-ahead log's sequence number of the batch's row 0 (none with durability "memory"). */
   seq?: number | undefined;
+  /** Rows of a request, by project, held against the project share until this entry leaves the queue. */
+  held?: Readonly<Record<string, number>> | undefined;
 }
 
 export type Queued = QueuedRow | QueuedBatch;
@@ -46,6 +52,8 @@ export function queuedRows(q: Queued): number {
 export interface Reservation {
   readonly rows: number;
   settled: boolean;
+  /** The rows by project, held against the project share (see `reserve`). */
+  projects?: Readonly<Record<string, number>> | undefined;
 }
 
 export interface ProducerStats {
@@ -60,7 +68,8 @@ export interface ProducerStats {
 }
 
 export type EnqueueOutcome = 'enqueued' | 'queue_full' | 'stopped';
-export type ReserveOutcome = Reservation | 'queue_full' | 'stopped';
+/** `project_full`: a project of the rows holds its share of the queue already. */
+export type ReserveOutcome = Reservation | 'queue_full' | 'stopped' | 'project_full';
 
 /** A FIFO ring buffer; it grows only when a single oversized group is let in. */
 class Ring<T> {
@@ -111,6 +120,10 @@ export class Producer {
   private readonly policy: DropPolicy;
   private readonly blockTimeoutMs: number;
   private readonly clock: () => number;
+  /** Rows one project may hold (project share x capacity); infinite when the share is 1. */
+  private readonly projectLimit: number;
+  /** Rows each project holds: waiting for room, reserved or queued (with a project share). */
+  private readonly held = new Map<string, number>();
   private closed = false;
   private accepted = 0;
   private readonly rejected: Record<string, number> = {};
@@ -120,9 +133,17 @@ export class Producer {
   /** Called for rows evicted by drop_oldest (the write-ahead log lets them go). */
   onEvict: (q: Queued, rows: number) => void = () => {};
 
-  constructor(capacity: number, policy: DropPolicy, blockTimeoutMs: number, clock: () => number) {
+  constructor(
+    capacity: number,
+    policy: DropPolicy,
+    blockTimeoutMs: number,
+    clock: () => number,
+    projectShare = 1,
+  ) {
     this.ring = new Ring(Math.min(capacity, 65_536));
     this.limit = capacity;
+    this.projectLimit =
+      projectShare >= 1 ? Number.POSITIVE_INFINITY : Math.max(1, Math.floor(capacity * projectShare));
     this.policy = policy;
     this.blockTimeoutMs = blockTimeoutMs;
     this.clock = clock;
@@ -167,7 +188,7 @@ export class Producer {
     rows: readonly RowValues[],
     waitMs = this.blockTimeoutMs,
   ): Promise<EnqueueOutcome> {
-    const res = await this.reserve(rows.length, waitMs);
+    const res = await this.reserveRoom(rows.length, waitMs, false);
     if (typeof res === 'string') return res;
     const day = this.today();
     this.fill(
@@ -183,7 +204,7 @@ export class Producer {
     batch: BatchPart,
     waitMs = this.blockTimeoutMs,
   ): Promise<EnqueueOutcome> {
-    const res = await this.reserve(batch.numRows, waitMs);
+    const res = await this.reserveRoom(batch.numRows, waitMs, false);
     if (typeof res === 'string') return res;
     this.fill(res, [{ table, day: this.today(), batch, from: 0, to: batch.numRows }]);
     return 'enqueued';
@@ -195,8 +216,52 @@ export class Producer {
    * counted at once, atomically for concurrent callers. A group larger than the whole queue is
    * let in when the queue is empty, so no request size is refused forever. `mustWait` (replay of
    * the write-ahead log) waits for room whatever the policy, without a time limit.
+   * `projects` (the `n` rows by project) holds the rows against the project share from now until
+   * they leave the queue; a project that would exceed its share gets `project_full` at once (one
+   * that holds nothing is let in with any number of rows, as above).
    */
-  async reserve(n: number, waitMs = this.blockTimeoutMs, mustWait = false): Promise<ReserveOutcome> {
+  async reserve(
+    n: number,
+    waitMs = this.blockTimeoutMs,
+    mustWait = false,
+    projects?: Readonly<Record<string, number>>,
+  ): Promise<ReserveOutcome> {
+    if (projects === undefined || this.projectLimit === Number.POSITIVE_INFINITY || this.closed) {
+      return this.reserveRoom(n, waitMs, mustWait);
+    }
+    for (const [project, rows] of Object.entries(projects)) {
+      const held = this.held.get(project) ?? 0;
+      if (held > 0 && held + rows > this.projectLimit) {
+        this.countDropped('project_queue_share', n);
+        return 'project_full';
+      }
+    }
+    this.hold(projects, 1);
+    const res = await this.reserveRoom(n, waitMs, mustWait);
+    if (typeof res === 'string') this.hold(projects, -1);
+    else res.projects = projects;
+    return res;
+  }
+
+  /** Adds (sign 1) or takes back (-1) rows held by projects. */
+  private hold(projects: Readonly<Record<string, number>>, sign: 1 | -1): void {
+    for (const [project, rows] of Object.entries(projects)) {
+      const held = (this.held.get(project) ?? 0) + sign * rows;
+      if (held > 0) this.held.set(project, held);
+      else this.held.delete(project);
+    }
+  }
+
+  /** Rows a project holds in the queue (0 without a project share). */
+  heldBy(project: string): number {
+    return this.held.get(project) ?? 0;
+  }
+
+  private async reserveRoom(
+    n: number,
+    waitMs: number,
+    mustWait: boolean,
+  ): Promise<Reservation | 'queue_full' | 'stopped'> {
     if (this.closed) return 'stopped';
     if (!this.fits(n)) {
       if (mustWait || this.policy === 'block') {
@@ -227,18 +292,33 @@ export class Producer {
    */
   fill(reservations: Reservation | readonly Reservation[], entries: readonly Queued[]): void {
     let room = 0;
-    for (const res of Array.isArray(reservations) ? reservations : [reservations as Reservation]) {
+    let held: Record<string, number> | undefined;
+    const all: readonly Reservation[] = Array.isArray(reservations)
+      ? reservations
+      : [reservations as Reservation];
+    for (const res of all) {
       if (res.settled) throw new Error('reservation already settled');
       res.settled = true;
       room += res.rows;
+      if (res.projects) {
+        held ??= {};
+        for (const [p, rows] of Object.entries(res.projects)) held[p] = (held[p] ?? 0) + rows;
+      }
     }
     this.reserved -= room;
     let n = 0;
+    let last: QueuedBatch | null = null;
     for (const q of entries) {
       const rows = queuedRows(q);
       if (rows === 0) continue;
       this.ring.push(q);
       n += rows;
+      if (q.batch !== undefined) last = q;
+    }
+    // The rows stay held until the last entry of the request leaves the queue (entries leave in order).
+    if (held) {
+      if (last) last.held = held;
+      else this.hold(held, -1);
     }
     this.queued += n;
     this.accepted += n;
@@ -251,7 +331,15 @@ export class Producer {
     if (res.settled) return;
     res.settled = true;
     this.reserved -= res.rows;
+    if (res.projects) this.hold(res.projects, -1);
     this.wake();
+  }
+
+  /** Removes the entry at the head of the queue (its rows no longer count), releasing what it held. */
+  private shift(): Queued {
+    const q = this.ring.shift()!;
+    if (q.held) this.hold(q.held, -1);
+    return q;
   }
 
   private fits(n: number): boolean {
@@ -266,7 +354,7 @@ export class Producer {
       const q = this.ring.peek()!;
       const size = queuedRows(q);
       if (size <= left) {
-        this.ring.shift();
+        this.shift();
         this.onEvict(q, size);
         left -= size;
       } else {
@@ -313,7 +401,7 @@ export class Producer {
       const q = this.ring.peek()!;
       const size = queuedRows(q);
       if (n + size <= cap) {
-        out.push(this.ring.shift()!);
+        out.push(this.shift());
         n += size;
       } else {
         const part = cap - n; // the first rows of the batch; the rest stays at the head
@@ -353,7 +441,7 @@ export class Producer {
   /** Empties the queue without writing it (stop with flush 'none'); returns how many rows were dropped. */
   discard(): number {
     const n = this.queued;
-    while (this.ring.length > 0) this.ring.shift();
+    while (this.ring.length > 0) this.shift();
     this.queued = 0;
     this.countDropped('stopped_unflushed', n);
     return n;

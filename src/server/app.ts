@@ -4,11 +4,14 @@ import { availableParallelism } from 'node:os';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import Fastify, { type FastifyInstance, type FastifyServerOptions, LogController } from 'fastify';
 import type { Logger } from '../index.ts';
+import { isValidProjectId, PROJECT_ID_RULE } from '../schema/project.ts';
+import { TokenFile } from '../storage/tokens.ts';
 import { VERSION } from '../version.ts';
+import { registerAccess } from './access.ts';
 import { Decoders } from './decode.ts';
+import { ProjectRates } from './fairness.ts';
 import { registerIngestRoutes } from './ingest.ts';
 import { ServerLimits } from './limits.ts';
-import { isValidProjectId, PROJECT_ID_RULE } from './project.ts';
 import { registerReadRoutes } from './read-api.ts';
 import { logRefusals, noteRefusal } from './refusals.ts';
 
@@ -45,6 +48,10 @@ export async function buildServer(logger: Logger, opts: BuildServerOptions = {})
 
   const decoders = await Decoders.create({
     settings: logger.validation,
+    limits: {
+      countLimit: server.attribute_count_limit,
+      valueLengthLimit: server.attribute_value_length_limit,
+    },
     workers: server.decode_workers ?? availableParallelism(),
     ...(opts.protobuf === undefined ? {} : { protobuf: opts.protobuf }),
   });
@@ -70,13 +77,23 @@ export async function buildServer(logger: Logger, opts: BuildServerOptions = {})
   app.addHook('onClose', async () => loopDelay.disable());
   const ms = (ns: number) => Math.max(0, Math.round(ns / 1e4 - LOOP_RESOLUTION_MS * 100) / 100);
 
+  // Before the routes: every request passes the Host rule and, with auth on, shows its token.
+  const tokens = new TokenFile(logger.layout.tokensFile);
+  tokens.onProblem = (problem) =>
+    problem === null ? app.log.info('the tokens file is usable again') : app.log.error(problem);
+  const access = registerAccess(app, { tokens, requireAuth: server.require_auth });
+
   const startedAt = Date.now();
   app.get('/healthz', async () => {
     const mem = process.memoryUsage();
     const problems = logger.problems();
+    const tokenProblem = access.problem();
+    if (tokenProblem !== null) problems.push(tokenProblem);
     return {
       status: problems.length === 0 ? 'ok' : 'degraded',
       problems,
+      // Whether requests need a token; nothing of any project's data is shown here.
+      auth: { enabled: access.enabled(), required: server.require_auth },
       version: VERSION,
       uptime_s: Math.round((Date.now() - startedAt) / 100) / 10,
       pid: process.pid,
@@ -100,6 +117,7 @@ export async function buildServer(logger: Logger, opts: BuildServerOptions = {})
     bodies: limits.bodies,
     bodyLimitBytes: server.body_limit_bytes,
     defaultProjectId: server.default_project_id,
+    rates: server.project_max_rows_per_s === null ? null : new ProjectRates(server.project_max_rows_per_s),
     ...(opts.ingestWaitMs === undefined ? {} : { ingestWaitMs: opts.ingestWaitMs }),
   });
   const reads = registerReadRoutes(app, logger);

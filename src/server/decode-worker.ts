@@ -7,7 +7,7 @@ import { serveTasks, transferResult } from '../storage/worker-pool.ts';
 import { type DecoderInit, type DecodeTask, RequestDecoder } from './decode.ts';
 
 const init = workerData as DecoderInit;
-const decoder = new RequestDecoder(init.protobuf, init.settings);
+const decoder = new RequestDecoder(init.protobuf, init.settings, init.limits);
 
 serveTasks({
   decode(task: DecodeTask) {

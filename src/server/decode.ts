@@ -1,6 +1,7 @@
 // Turns one OTLP request body into normalized column batches, one per table: decompress, map
-// (src/otlp: the body read as it stands, JSON or protobuf, into column values), check the project
-// ids, validate and normalize each row straight into the table's column builder. This is the
+// (src/otlp: the body read as it stands, JSON or protobuf, into column values, each resource's
+// project id held to the rule), apply the attribute limits, validate and normalize each row
+// straight into the table's column builder, counting the rows of each project. This is the
 // CPU-heavy part of ingest; the server runs it in decode worker threads (see decode-worker.ts), so
 // only small batches in one buffer each come back to the event loop.
 
@@ -13,11 +14,12 @@ import {
   type RowSink,
   type Signal,
 } from '../otlp/index.ts';
+import { AttributeLimiter, type AttributeLimits } from '../otlp/limits.ts';
+import { InvalidProjectIdError } from '../schema/project.ts';
 import { SCHEMAS, TABLE_NAMES, type TableName } from '../schema/tables.ts';
 import { RowNormalizer, type ValidationSettings } from '../schema/validate.ts';
 import { siblingModule, WorkerPool } from '../storage/worker-pool.ts';
 import { BodyError, decompress } from './body.ts';
-import { isValidProjectId, PROJECT_ID_RULE } from './project.ts';
 
 export interface DecodeTask {
   signal: Signal;
@@ -26,7 +28,7 @@ export interface DecodeTask {
   body: Uint8Array;
   codings: readonly string[];
   bodyLimit: number;
-  /** X-Project-Id, already checked; when absent each resource's project.id must pass the rule. */
+  /** X-Project-Id or the token's project, already checked; when absent each resource's project.id must pass the rule. */
   headerProjectId: string | undefined;
   defaultProjectId: string;
 }
@@ -44,6 +46,8 @@ export type DecodeResult =
       tables: Partial<Record<TableName, DecodedTable>>;
       /** Ids that were present but invalid, stored as null. */
       invalidIds: number;
+      /** The valid rows of `tables` (every table) by project. */
+      projects: Record<string, number>;
     }
   /** The request as a whole is refused (400, or 413 when it inflates past the limit): nothing is stored. */
   | { ok: false; status: 400 | 413; message: string };
@@ -56,8 +60,6 @@ class TableBuild {
   /** Rows mapped, valid or not. */
   rows = 0;
   reasons: Record<string, number> = {};
-  /** The first project id that did not pass the rule. */
-  badProject: string | null = null;
 
   constructor(table: TableName, settings: ValidationSettings) {
     this.normalizer = new RowNormalizer(SCHEMAS[table], settings);
@@ -68,7 +70,6 @@ class TableBuild {
     this.builder.clear();
     this.rows = 0;
     this.reasons = {};
-    this.badProject = null;
   }
 }
 
@@ -76,15 +77,17 @@ export class RequestDecoder implements RowSink {
   private readonly protobuf: boolean;
   private readonly settings: ValidationSettings;
   private readonly builds: Partial<Record<TableName, TableBuild>> = {};
-  /** Whether the rows' project ids come from their resources, and must pass the rule. */
-  private checkProjects = false;
-  /** The last project id that passed it (a request's rows mostly share one). */
-  private knownProject = '';
+  private readonly limiter: AttributeLimiter;
+  /** Valid rows by project, the current run of rows of one project not yet added. */
+  private projects: Record<string, number> = {};
+  private runProject = '';
+  private run = 0;
 
   /** `protobuf`: whether protobuf bodies are decoded (the optional protobufjs package is there). */
-  constructor(protobuf: boolean, settings: ValidationSettings) {
+  constructor(protobuf: boolean, settings: ValidationSettings, limits: AttributeLimits) {
     this.protobuf = protobuf;
     this.settings = settings;
+    this.limiter = new AttributeLimiter(limits);
   }
 
   decode(task: DecodeTask): DecodeResult {
@@ -105,10 +108,8 @@ export class RequestDecoder implements RowSink {
         throw err;
       }
       // An empty body is an empty export request, as when it comes uncompressed.
-      if (body.length === 0) return { ok: true, tables: {}, invalidIds: 0 };
+      if (body.length === 0) return { ok: true, tables: {}, invalidIds: 0, projects: {} };
     }
-    this.checkProjects = task.headerProjectId === undefined;
-    this.knownProject = task.defaultProjectId;
     try {
       let invalidIds: number;
       try {
@@ -123,28 +124,25 @@ export class RequestDecoder implements RowSink {
         if (err instanceof OtlpDecodeError) {
           return { ok: false, status: 400, message: `cannot decode the request: ${err.message}` };
         }
+        if (err instanceof InvalidProjectIdError) return { ok: false, status: 400, message: err.message };
         throw err;
       }
       const builds = TABLE_NAMES.flatMap((table) => {
         const t = this.builds[table];
         return t === undefined || t.rows === 0 ? [] : [[table, t] as const];
       });
-      // A project id that is not acceptable refuses the request: the first one of the first table.
-      const bad = builds.find(([, t]) => t.badProject !== null)?.[1].badProject;
-      if (bad != null) {
-        const message = `invalid resource attribute project.id ${JSON.stringify(bad)}: use ${PROJECT_ID_RULE}`;
-        return { ok: false, status: 400, message };
-      }
       const tables: Partial<Record<TableName, DecodedTable>> = {};
       for (const [table, t] of builds)
         tables[table] = { batch: packBatch(t.builder.view()), reasons: t.reasons };
-      return { ok: true, tables, invalidIds };
+      this.endRun();
+      return { ok: true, tables, invalidIds, projects: this.projects };
     } finally {
       this.restart(); // empty for the next request, even after a failure
+      this.limiter.forget();
     }
   }
 
-  /** A mapped row: its project id checked, then validated and normalized into the table's builder. */
+  /** A mapped row: its attributes limited, then validated and normalized into the table's builder. */
   row(table: TableName, values: unknown[]): void {
     let t = this.builds[table];
     if (t === undefined) {
@@ -152,20 +150,31 @@ export class RequestDecoder implements RowSink {
       this.builds[table] = t;
     }
     t.rows++;
-    if (this.checkProjects) {
-      const project = values[0]; // every table's first column
-      if (project !== this.knownProject) {
-        if (typeof project === 'string' && isValidProjectId(project)) this.knownProject = project;
-        else t.badProject ??= String(project);
-      }
-    }
+    this.limiter.apply(table, values);
+    const project = values[0] as string; // every table's first column, held to the rule by the mapper
     const reason = t.normalizer.normalizeValues(values);
-    if (reason === null) t.builder.pushValues(values);
-    else t.reasons[reason] = (t.reasons[reason] ?? 0) + 1;
+    if (reason !== null) {
+      t.reasons[reason] = (t.reasons[reason] ?? 0) + 1;
+      return;
+    }
+    t.builder.pushValues(values);
+    // Rows come in runs of one project (a resource's): counted a run at a time.
+    if (project !== this.runProject) {
+      this.endRun();
+      this.runProject = project;
+    }
+    this.run++;
+  }
+
+  private endRun(): void {
+    if (this.run > 0) this.projects[this.runProject] = (this.projects[this.runProject] ?? 0) + this.run;
+    this.run = 0;
   }
 
   restart(): void {
     for (const t of Object.values(this.builds)) t.clear();
+    this.projects = {};
+    this.run = 0;
   }
 }
 
@@ -173,6 +182,7 @@ export interface DecoderInit {
   /** Decode protobuf bodies (the optional protobufjs package is there). */
   protobuf: boolean;
   settings: ValidationSettings;
+  limits: AttributeLimits;
 }
 
 /** Young generation of a decode worker: a request's garbage (its strings and cells) is well below it. */
@@ -180,6 +190,7 @@ const DECODER_YOUNG_GENERATION_MB = 16;
 
 export interface DecodersOptions {
   settings: ValidationSettings;
+  limits: AttributeLimits;
   workers: number;
   /** Whether protobuf bodies are decoded. Default: when the optional protobufjs is installed. */
   protobuf?: boolean;
@@ -202,10 +213,10 @@ export class Decoders {
   }
 
   private constructor(o: DecodersOptions, protobuf: boolean) {
-    const { settings, workers } = o;
+    const { settings, limits, workers } = o;
     this.protobuf = protobuf;
     if (workers > 0) {
-      const workerData: DecoderInit = { protobuf, settings };
+      const workerData: DecoderInit = { protobuf, settings, limits };
       // Two tasks per worker: it decodes the next body while the event loop queues the last one.
       this.pool = new WorkerPool(siblingModule(import.meta.url, 'decode-worker'), {
         size: workers,
@@ -218,7 +229,7 @@ export class Decoders {
       this.inline = null;
     } else {
       this.pool = null;
-      this.inline = new RequestDecoder(protobuf, settings);
+      this.inline = new RequestDecoder(protobuf, settings, limits);
     }
   }
 

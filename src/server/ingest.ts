@@ -13,10 +13,11 @@ import {
   rpcCodeForHttpStatus,
   type Signal,
 } from '../otlp/index.ts';
+import { isValidProjectId, PROJECT_ID_RULE } from '../schema/project.ts';
 import type { TableName } from '../schema/tables.ts';
 import { type BodyBudget, BodyError, closeAfterAnswer, codingsFor, readBody } from './body.ts';
 import type { DecodedTable, DecodeResult, Decoders } from './decode.ts';
-import { isValidProjectId, PROJECT_ID_RULE } from './project.ts';
+import type { ProjectRates } from './fairness.ts';
 import { noteRefusal } from './refusals.ts';
 
 type Format = BodyFormat;
@@ -64,12 +65,14 @@ export interface IngestRouteOptions {
   bodies: BodyBudget;
   bodyLimitBytes: number;
   defaultProjectId: string;
+  /** The per-project ingest rate (server_config.project_max_rows_per_s), or null for none. */
+  rates: ProjectRates | null;
   /** How long a request may wait for room in a full queue (drop_policy block); default from the logger. */
   ingestWaitMs?: number;
 }
 
 /** The body format named by a Content-Type header (parameters such as charset are ignored). */
-function formatOf(contentType: string | undefined): Format | null {
+export function formatOf(contentType: string | undefined): Format | null {
   if (contentType === undefined) return null;
   const semi = contentType.indexOf(';');
   const media = (semi === -1 ? contentType : contentType.slice(0, semi)).trim().toLowerCase();
@@ -100,10 +103,19 @@ function sendStatus(reply: FastifyReply, status: number, message: string, format
     .send(asBuffer(encodeStatus(rpcCodeForHttpStatus(status), message, format)));
 }
 
-/** 503 with Retry-After: the client should send the same request again later. */
-function sendRetryLater(reply: FastifyReply, why: string, format: Format): FastifyReply {
-  reply.header('retry-after', String(RETRY_AFTER_S));
-  return sendStatus(reply, 503, `${why}; retry after ${RETRY_AFTER_S} s`, format);
+/**
+ * 503 with Retry-After (429: a project over its rate or queue share): the client should send the
+ * same request again later.
+ */
+function sendRetryLater(
+  reply: FastifyReply,
+  why: string,
+  format: Format,
+  status: 503 | 429 = 503,
+  seconds = RETRY_AFTER_S,
+): FastifyReply {
+  reply.header('retry-after', String(seconds));
+  return sendStatus(reply, status, `${why}; retry after ${seconds} s`, format);
 }
 
 /**
@@ -146,9 +158,15 @@ function describeRejections(
   return parts.join('; ');
 }
 
+/** 429 for a project over server_config.project_max_rows_per_s. */
+function overRate(reply: FastifyReply, seconds: number, format: Format): FastifyReply {
+  const why = 'the project is over its ingest rate (server_config.project_max_rows_per_s)';
+  return sendRetryLater(reply, why, format, 429, seconds);
+}
+
 export function registerIngestRoutes(app: FastifyInstance, opts: IngestRouteOptions): void {
   const { logger, decoders } = opts;
-  const wait = opts.ingestWaitMs === undefined ? {} : { waitMs: opts.ingestWaitMs };
+  const waitFor = opts.ingestWaitMs === undefined ? {} : { waitMs: opts.ingestWaitMs };
 
   // Bodies are read by the handlers (with the body limit) and decompressed and decoded by the
   // Decoders (worker threads, or inline with decode_workers 0); fastify only hands the raw stream
@@ -187,7 +205,8 @@ export function registerIngestRoutes(app: FastifyInstance, opts: IngestRouteOpti
       );
     }
 
-    const headerProject = headerValue(request.headers['x-project-id']);
+    // With auth on, the token's project (the access hook refused another X-Project-Id).
+    const headerProject = request.principal?.project ?? headerValue(request.headers['x-project-id']);
     if (headerProject !== undefined && !isValidProjectId(headerProject)) {
       return sendStatus(
         reply,
@@ -196,6 +215,10 @@ export function registerIngestRoutes(app: FastifyInstance, opts: IngestRouteOpti
         format,
       );
     }
+
+    // A project over its rate is refused before its body is read and decoded.
+    const wait = headerProject === undefined ? 0 : (opts.rates?.retryAfter([headerProject]) ?? 0);
+    if (wait > 0) return overRate(reply, wait, format);
 
     let codings: string[];
     try {
@@ -244,6 +267,12 @@ export function registerIngestRoutes(app: FastifyInstance, opts: IngestRouteOpti
     }
     if (!decoded.ok) return sendStatus(reply, decoded.status, decoded.message, format);
 
+    const { projects } = decoded;
+    if (opts.rates) {
+      const after = opts.rates.retryAfter(Object.keys(projects));
+      if (after > 0) return overRate(reply, after, format);
+      opts.rates.take(projects);
+    }
     const tables: RequestTables = {};
     let decodedBytes = 0;
     for (const [table, t] of Object.entries(decoded.tables) as [TableName, DecodedTable][]) {
@@ -254,10 +283,17 @@ export function registerIngestRoutes(app: FastifyInstance, opts: IngestRouteOpti
     lease.hold(decodedBytes);
     let result: RequestResult;
     try {
-      result = await logger.ingestRequest(tables, wait);
+      result = await logger.ingestRequest(tables, { ...waitFor, projects });
     } catch (err) {
+      opts.rates?.refund(projects);
       request.log.error({ err }, 'ingesting rows failed');
       return sendStatus(reply, 503, `cannot store the rows: ${(err as Error).message}`, format);
+    }
+    if (result.outcome !== 'accepted') opts.rates?.refund(projects);
+    if (result.outcome === 'project_full') {
+      const why =
+        'a project of this request holds its share of the ingest queue (producer_config.project_queue_share)';
+      return sendRetryLater(reply, why, format, 429);
     }
     const retry = RETRY_LATER[result.outcome];
     if (retry !== undefined) {

@@ -3,9 +3,9 @@
 
 import { METRIC_TYPES } from '../read/filters.ts';
 import { TIME_BOUND_FORMATS } from '../read/window.ts';
+import { PROJECT_ID_PATTERN } from '../schema/project.ts';
 import { SCHEMAS, type TableName } from '../schema/tables.ts';
 import { VERSION } from '../version.ts';
-import { PROJECT_ID_PATTERN } from './project.ts';
 
 /** The read endpoints: registered by read-api.ts, documented here. */
 export const READ_ROUTES: readonly { path: string; table: TableName; title: string }[] = [
@@ -134,6 +134,13 @@ const OTLP_CONTENT = { 'application/json': {}, 'application/x-protobuf': {} };
 
 const OTLP_STATUS = { description: 'google.rpc.Status in the request encoding', content: OTLP_CONTENT };
 
+/** With auth on (the instance has a token): no valid bearer token. */
+const UNAUTHORIZED =
+  'No valid token (Authorization: Bearer <token>); only with auth on. WWW-Authenticate: Bearer.';
+/** The token may not do this, or the Host is not a loopback name on a loopback-bound server. */
+const FORBIDDEN =
+  'The token lacks the scope or is for another project, or a server bound to loopback was asked for another Host.';
+
 function otlpPath(service: string, item: string): object {
   const request = `Export${service}ServiceRequest`;
   const response = `Export${service}ServiceResponse`;
@@ -143,7 +150,8 @@ function otlpPath(service: string, item: string): object {
       description:
         `An OTLP ${request}. Content-Encoding gzip, deflate, br or zstd is accepted; ` +
         'the body limit applies to the bytes received and again after decompression. The project is the X-Project-Id header, else the ' +
-        'resource attribute project.id, else the configured default project.',
+        'resource attribute project.id, else the configured default project; with auth on, the project of the token ' +
+        '(a resource project.id is then ignored).',
       parameters: [
         {
           name: 'X-Project-Id',
@@ -164,8 +172,17 @@ function otlpPath(service: string, item: string): object {
           description:
             'Headers or body not received within server_config.header_timeout_s / request_timeout_s; the connection is closed.',
         },
+        '401': { ...OTLP_STATUS, description: UNAUTHORIZED },
+        '403': { ...OTLP_STATUS, description: FORBIDDEN },
         '413': OTLP_STATUS,
         '415': { description: 'Unsupported Content-Type or Content-Encoding (plain text).' },
+        '429': {
+          description:
+            'The project is over server_config.project_max_rows_per_s, or holds its producer_config.project_queue_share ' +
+            'of the ingest queue; retry after the Retry-After header.',
+          headers: { 'Retry-After': { schema: { type: 'integer' } } },
+          content: OTLP_CONTENT,
+        },
         '503': {
           description:
             'The ingest queue stayed full, writes to a table the request feeds are failing, the server ' +
@@ -189,7 +206,9 @@ function buildDocument(): object {
         summary: 'Process and pipeline health',
         responses: {
           '200': {
-            description: 'status, version, uptime, pid, memory, producer, aggregator and shipper stats',
+            description:
+              'status, whether auth is on, version, uptime, pid, memory, producer, aggregator and shipper stats; ' +
+              'always open, and no project data',
             content: json(),
           },
         },
@@ -236,6 +255,8 @@ function buildDocument(): object {
             }),
           },
           '400': errorResponse,
+          '401': { description: UNAUTHORIZED, content: json() },
+          '403': { description: FORBIDDEN, content: json() },
           '503': {
             description:
               'server_config.max_concurrent_reads reads are being answered; retry after Retry-After.',
@@ -254,7 +275,9 @@ function buildDocument(): object {
       description: 'OTLP/HTTP ingestion into Delta Lake tables, and read endpoints over them.',
     },
     paths,
-    components: { schemas },
+    // Needed once the instance has a token (or with server_config.require_auth).
+    security: [{}, { bearer: [] }],
+    components: { schemas, securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } },
   };
 }
 

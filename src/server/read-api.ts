@@ -16,6 +16,7 @@ import {
   StorageUnavailableError,
   validateQuery,
 } from '../read/index.ts';
+import { isValidProjectId, PROJECT_ID_RULE } from '../schema/project.ts';
 import type { TableName } from '../schema/tables.ts';
 import { validateDay } from '../storage/layout.ts';
 import { ObjectStoreError } from '../storage/object-store.ts';
@@ -121,10 +122,10 @@ function parseReadParams(table: TableName, raw: Record<string, unknown>): ReadQu
       case 'span_id':
         q[field] = hexId(param, text, 16);
         break;
-      case 'storage':
-        if (text !== 'auto' && text !== 'local' && text !== 's3') {
-          throw new ParamError(param, `expected auto, local or s3, got ${JSON.stringify(text)}`);
-        }
+      case 'project_id':
+        // The rule the server holds ingested project ids to: another id names no row it stored.
+        if (!isValidProjectId(text))
+          throw new ParamError(param, `use ${PROJECT_ID_RULE}, got ${JSON.stringify(text)}`);
         q[field] = text;
         break;
       default:
@@ -274,6 +275,8 @@ export function registerReadRoutes(
       if (err instanceof ParamError) return sendError(reply, 400, err.message, { parameter: err.param });
       throw err;
     }
+    // With auth on, only the token's project (the access hook refused asking for another).
+    if (request.principal) query.projectId = request.principal.project;
     if (stats.in_flight >= limits.max_concurrent_reads) {
       stats.refused++;
       reply.header('retry-after', String(RETRY_AFTER_S));

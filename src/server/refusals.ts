@@ -78,7 +78,8 @@ export function logRefusals(app: FastifyInstance, budget = new LineBudget()): vo
     const status = reply.statusCode;
     if (status < 400 || !budget.take(status)) return;
     const reason = reasons.get(request) ?? reply.raw.statusMessage ?? `HTTP ${status}`;
-    const project = request.headers['x-project-id'];
+    // With auth on, the token's project (a refused token shows none); else X-Project-Id.
+    const project = request.principal?.project ?? request.headers['x-project-id'];
     const refusal = {
       status,
       reason,

@@ -5,8 +5,11 @@ import type { FastifyBaseLogger, FastifyInstance, FastifyServerOptions } from 'f
 import { Logger } from '../index.ts';
 import { closeReadWorkers } from '../read/index.ts';
 import type { PartialOptions } from '../storage/options.ts';
+import { TokenFile } from '../storage/tokens.ts';
 import { VERSION } from '../version.ts';
+import { authOn } from './access.ts';
 import { buildServer } from './app.ts';
+import { isLoopback } from './loopback.ts';
 
 export interface RunServerOptions {
   /** Root directory of instances (the instance lives in `<dir>/<instanceId>`). */
@@ -31,10 +34,6 @@ export interface RunningServer {
   port: number;
   /** Stops accepting, waits for requests in flight, then stops the logger with flush 'auto'. */
   close(): Promise<void>;
-}
-
-export function isLoopback(host: string): boolean {
-  return host === 'localhost' || host === '::1' || host === '[::1]' || /^127\.\d+\.\d+\.\d+$/.test(host);
 }
 
 export async function runServer(o: RunServerOptions): Promise<RunningServer> {
@@ -67,12 +66,15 @@ export async function runServer(o: RunServerOptions): Promise<RunningServer> {
   app.log.info(
     `otelake ${VERSION} listening on ${url} (instance ${logger.layout.instanceId} in ${logger.layout.root})`,
   );
-  if (!isLoopback(host)) {
+  if (authOn(new TokenFile(logger.layout.tokensFile), logger.options.server_config.require_auth))
+    app.log.info('authentication on: requests need a token (Authorization: Bearer)');
+  else if (!isLoopback(host)) {
     app.log.warn(
       `listening on ${host}, beyond loopback, without authentication: anyone who can reach port ${boundPort} ` +
-        'can write and read telemetry. Bind to 127.0.0.1 (--host) or put the server behind an authenticating proxy.',
+        "can write and read telemetry. Create a token ('otelake token create'), bind to 127.0.0.1 (--host), " +
+        'or put the server behind an authenticating proxy.',
     );
-  }
+  } else app.log.info("authentication off (the instance has no token; 'otelake token create' makes one)");
 
   let closing: Promise<void> | null = null;
   const close = (): Promise<void> => {

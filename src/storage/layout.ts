@@ -19,6 +19,16 @@ export function validateInstanceId(id: unknown): string {
   return id;
 }
 
+/** Checks a root directory of instances: a path, not an empty string (which would mean the current directory). */
+export function validateDir(dir: unknown): string {
+  if (typeof dir !== 'string' || dir.trim() === '' || dir.includes('\0')) {
+    throw new TypeError(
+      `invalid directory ${JSON.stringify(dir)}: expected a path (use '.' for the current directory)`,
+    );
+  }
+  return dir;
+}
+
 /** Checks a `YYYY-MM-DD` string names a real calendar day; returns it unchanged. */
 export function validateDay(day: unknown, what = 'day'): string {
   const m = typeof day === 'string' ? DAY.exec(day) : null;
@@ -60,7 +70,7 @@ export class InstanceLayout {
 
   constructor(dir: string, instanceId: string) {
     this.instanceId = validateInstanceId(instanceId);
-    this.root = resolve(dir, instanceId);
+    this.root = resolve(validateDir(dir), instanceId);
   }
 
   get optionsFile(): string {
@@ -75,6 +85,10 @@ export class InstanceLayout {
   /** Write-ahead log segments (durability "wal"). */
   get walDir(): string {
     return join(this.root, 'wal');
+  }
+  /** Hashes of the instance's access tokens (storage/tokens.ts). */
+  get tokensFile(): string {
+    return join(this.root, 'configs', 'tokens.json');
   }
   get pidFile(): string {
     return join(this.root, 'otelake.pid');

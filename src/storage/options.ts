@@ -22,6 +22,11 @@ export interface ProducerConfig {
   default_service_name: string;
   /** With `block`: how long a producer may wait for room before its rows are refused (queue_full). */
   block_timeout_s: number;
+  /**
+   * Share of max_queue_size one project may hold (rows waiting for room, reserved or queued),
+   * 0 < share <= 1; beyond it the project's requests are refused at once (HTTP 429). 1: no limit.
+   */
+  project_queue_share: number;
 }
 
 export interface AggregatorConfig {
@@ -93,6 +98,17 @@ export interface ServerConfig {
   read_response_limit_bytes: number;
   /** String values longer than this are cut to this many characters in /api/* answers. */
   read_field_limit_chars: number;
+  /**
+   * Authentication on even without a token in configs/tokens.json (every request but /healthz is
+   * then refused until one is made). Without it, authentication is on once the instance has a token.
+   */
+  require_auth: boolean;
+  /** Rows per second one project may ingest (over about a second); beyond it 429. null: no limit. */
+  project_max_rows_per_s: number | null;
+  /** Attributes an item (span, event, link, log record), resource or scope keeps; the others are dropped and counted. */
+  attribute_count_limit: number;
+  /** Characters an attribute's string value keeps (also inside arrays and maps); longer ones are cut. */
+  attribute_value_length_limit: number;
 }
 
 export interface LoggerOptions {
@@ -127,6 +143,7 @@ export function defaultOptions(): LoggerOptions {
       normalize_service_name: true,
       default_service_name: 'unknown_service',
       block_timeout_s: 5,
+      project_queue_share: 1,
     },
     aggregator_config: {
       max_age_s: 0.5,
@@ -155,6 +172,10 @@ export function defaultOptions(): LoggerOptions {
       max_concurrent_reads: 4,
       read_response_limit_bytes: 64 * 1024 * 1024,
       read_field_limit_chars: 1024 * 1024,
+      require_auth: false,
+      project_max_rows_per_s: null,
+      attribute_count_limit: 1024,
+      attribute_value_length_limit: 65_536,
     },
   };
 }
@@ -215,6 +236,10 @@ export function validateOptions(o: LoggerOptions): void {
     typeof p.block_timeout_s === 'number' && p.block_timeout_s >= 0,
     'producer_config.block_timeout_s: expected a number >= 0',
   );
+  check(
+    typeof p.project_queue_share === 'number' && p.project_queue_share > 0 && p.project_queue_share <= 1,
+    'producer_config.project_queue_share: expected a number > 0 and <= 1',
+  );
   const a = o.aggregator_config;
   check(
     typeof a.max_age_s === 'number' && a.max_age_s > 0,
@@ -270,6 +295,22 @@ export function validateOptions(o: LoggerOptions): void {
   check(
     isPosInt(v.read_field_limit_chars),
     'server_config.read_field_limit_chars: expected a positive integer',
+  );
+  check(typeof v.require_auth === 'boolean', 'server_config.require_auth: expected a boolean');
+  check(
+    v.project_max_rows_per_s === null ||
+      (typeof v.project_max_rows_per_s === 'number' &&
+        Number.isFinite(v.project_max_rows_per_s) &&
+        v.project_max_rows_per_s > 0),
+    'server_config.project_max_rows_per_s: expected null (no limit) or a number > 0',
+  );
+  check(
+    isPosInt(v.attribute_count_limit),
+    'server_config.attribute_count_limit: expected a positive integer',
+  );
+  check(
+    isPosInt(v.attribute_value_length_limit),
+    'server_config.attribute_value_length_limit: expected a positive integer',
   );
 }
 

@@ -55,15 +55,20 @@ describe('otelake (no server)', () => {
         '--date-from',
         '--date-to',
       ],
+      token: ['create', 'list', 'revoke'],
+      'token create': ['--project', '--scope', '--name', '-I, --instance-id', '-D, --dir'],
+      'token revoke': ['<id>', '-D, --dir'],
     };
     for (const [command, flags] of Object.entries(expected)) {
-      const r = await otelake([command, '--help']);
+      const r = await otelake([...command.split(' '), '--help']);
       assert.equal(r.code, 0, command);
       for (const f of flags) assert.ok(r.stdout.includes(f), `${command} --help lacks ${f}:\n${r.stdout}`);
     }
     assert.doesNotMatch((await otelake(['start', '--help'])).stdout, /--no-pidfile/, 'internal flag hidden');
     const top = await otelake(['--help']);
-    for (const command of Object.keys(expected)) assert.match(top.stdout, new RegExp(`^  ${command} `, 'm'));
+    for (const command of Object.keys(expected).filter((c) => !c.includes(' '))) {
+      assert.match(top.stdout, new RegExp(`^  ${command} `, 'm'));
+    }
   });
 
   test('usage errors exit with 2 and one clear line, no stack trace', async () => {
@@ -79,6 +84,17 @@ describe('otelake (no server)', () => {
       [['view', '--date-from', '2024-02-30'], /real UTC day/],
       [['view', '-n', '0'], /positive integer/],
       [['init', '-I', '../etc'], /instance-id/],
+      [['init', '--dir', ''], /invalid directory "": expected a path/],
+      [['token', 'create', '-D', ' ', '--project', 'p', '--scope', 'read'], /invalid directory/],
+      [
+        ['token', 'create', '--project', 'a b', '--scope', 'read'],
+        /--project <id>' argument 'a b' is invalid/,
+      ],
+      [['token', 'create', '--project', 'p'], /required option '--scope <scopes>' not specified/],
+      [['token', 'create', '--scope', 'read'], /required option '--project <id>' not specified/],
+      [['token', 'create', '--project', 'p', '--scope', 'admin'], /unknown scope "admin": use ingest, read/],
+      [['token', 'create', '--project', 'p', '--scope', 'read', '--name', ''], /printable ASCII/],
+      [['token', 'revoke'], /missing required argument 'id'/],
       [['start', '--reload'], /--reload is only supported with --foreground/],
       [['frobnicate'], /unknown command 'frobnicate'/],
       [['stop', '--bogus'], /unknown option '--bogus'/],
@@ -90,6 +106,8 @@ describe('otelake (no server)', () => {
       assert.match(r.stderr, message, args.join(' '));
       noStack(r.stderr);
     }
+    // `init --dir ''` did not make the instance in the current directory.
+    await assert.rejects(stat(join(dir.path, 'default')), { code: 'ENOENT' });
   });
 
   test('init creates the layout with every default option and is idempotent', async () => {

@@ -306,10 +306,16 @@ describe('rendering', () => {
         pid: 4242,
         uptime_s: 125,
         memory: { rss: 3 * 1024 * 1024 },
+        auth: { enabled: true, required: false },
       },
       'http://127.0.0.1:4318',
       Date.now(),
       100,
+    );
+    assert.match(text, /auth\s+│ on \(tokens\) /);
+    assert.match(
+      renderHealth({ status: 'ok', auth: { enabled: false } }, 'http://127.0.0.1:4318', Date.now(), 100),
+      /auth\s+│ off /,
     );
     assert.match(text, /instance\s+│ prod /);
     assert.match(text, /pid\s+│ 4242 /);

@@ -13,6 +13,7 @@ import {
   type Signal,
 } from '../../src/otlp/index.ts';
 import { type Mapped, mapJsonTree, mapTree } from '../../src/otlp/tree.ts';
+import { InvalidProjectIdError } from '../../src/schema/project.ts';
 import { type Row, SCHEMAS, type TableName } from '../../src/schema/tables.ts';
 import { RowNormalizer } from '../../src/schema/validate.ts';
 
@@ -56,12 +57,16 @@ export function mapBody(
   return { tables: sink.tables, items, invalidIds, route };
 }
 
-/** What a mapping gives: its rows, or the error (only OtlpDecodeError is ever thrown). */
+/**
+ * What a mapping gives: its rows, or the error (only OtlpDecodeError is ever thrown, and
+ * InvalidProjectIdError for a resource's project.id that breaks the rule).
+ */
 export function outcome<T>(f: () => T): T | { error: string } {
   try {
     return f();
   } catch (err) {
-    assert.ok(err instanceof OtlpDecodeError, `only OtlpDecodeError is thrown, got ${err}`);
+    const refused = err instanceof OtlpDecodeError || err instanceof InvalidProjectIdError;
+    assert.ok(refused, `only OtlpDecodeError or InvalidProjectIdError is thrown, got ${err}`);
     return { error: err.message };
   }
 }

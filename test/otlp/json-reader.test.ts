@@ -84,6 +84,47 @@ test('JSON traces map straight from the bytes to the rows of the parsed tree', (
   );
 });
 
+test("a resource's project.id: a valid string is the project, anything else is refused; the header wins", () => {
+  const resource = (value: string) => `{"attributes":[{"key":"project.id","value":${value}}]}`;
+  const cases: [string, string, string | null][] = [
+    ['valid', '{"stringValue":"shop-1"}', 'shop-1'],
+    ['empty', '{"stringValue":""}', null],
+    ['int', '{"intValue":"7"}', null],
+    ['bool', '{"boolValue":true}', null],
+    ['empty value', '{}', null],
+    ['no value', 'null', null],
+    ['a list', '{"arrayValue":{"values":[{"stringValue":"shop"}]}}', null],
+    ['a space', '{"stringValue":"a b"}', null],
+    ['escaped', '{"stringValue":"sh\\u006fp"}', 'shop'],
+  ];
+  for (const [label, value, project] of cases) {
+    const body = request([span('[]')], resource(value));
+    assertSame(body, label);
+    const m = viaService(Buffer.from(body));
+    if (project === null)
+      assert.match((m as { error: string }).error, /invalid resource attribute project\.id/, label);
+    else assert.equal((m as Mapped).tables.spans![0]!['project_id'], project, label);
+    assertSame(body, `${label}, with header`, 'hdr');
+    assert.equal((viaService(Buffer.from(body), 'hdr') as Mapped).tables.spans![0]!['project_id'], 'hdr');
+  }
+  const none = viaService(Buffer.from(request([span('[]')]))) as Mapped;
+  assert.equal(none.tables.spans![0]!['project_id'], CTX.defaultProjectId, 'no project.id: the default');
+});
+
+test('long lists (keys looked up in a Set past the first ones), repeats among them, map as in the tree', () => {
+  const list = (n: number, key: (i: number) => string) =>
+    JSON.stringify(Array.from({ length: n }, (_, i) => ({ key: key(i), value: { intValue: String(i) } })));
+  assertFast(request([span(list(300, (i) => `k${i}`))]), '300 keys');
+  // A repeat is met in the Set, of a key compared before it was built or of one added to it.
+  assertFast(request([span(list(300, (i) => `k${i % 299}`))]), '300 keys, the last repeating the first');
+  assertFast(
+    request([span(list(300, (i) => `k${i === 299 ? 100 : i}`))]),
+    '300 keys, the last repeating the 101st',
+  );
+  assertFast(request([span(list(33, (i) => `k${i % 32}`))]), 'the 33rd key repeating the first');
+  assertFast(request([span('[]')], `{"attributes":${list(500, (i) => `r${i}`)}}`), 'a resource of 500 keys');
+});
+
 test('attribute values of every kind are written as the JSON of the parsed tree', () => {
   const kv = (key: string, value: string) => `{"key":${JSON.stringify(key)},"value":${value}}`;
   const cases: [string, string[]][] = [

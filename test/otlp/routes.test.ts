@@ -1,9 +1,10 @@
 // Every body mapped both ways: the readers' route (what the server does: src/otlp/map.ts) and the
 // tree route (JSON.parse's or protobufjs' tree mapped by tree.ts, the route JSON logs and all
 // metrics took before the readers did). The rows must be identical, and so must the cells the
-// server's decode step builds from them (validated and normalized, with each validation setting),
-// its rejections and their reasons; or both routes refuse the body. Each body also says which
-// route it must take, so an equality reached through the fallback never counts as the reader's.
+// server's decode step builds from them (attributes limited, validated and normalized, with each
+// validation setting), its rejections and their reasons; or both routes refuse the body (a
+// resource's project.id that breaks the rule, for one). Each body also says which route it must
+// take, so an equality reached through the fallback never counts as the reader's.
 
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -18,11 +19,12 @@ import {
   type Route,
   type Signal,
 } from '../../src/otlp/index.ts';
+import { AttributeLimiter, type AttributeLimits } from '../../src/otlp/limits.ts';
 import { type Mapped, mapJsonTree, mapTree } from '../../src/otlp/tree.ts';
+import { InvalidProjectIdError } from '../../src/schema/project.ts';
 import { type Row, SCHEMAS, type TableName } from '../../src/schema/tables.ts';
 import { RowNormalizer, type ValidationSettings } from '../../src/schema/validate.ts';
 import { type DecodeResult, RequestDecoder } from '../../src/server/decode.ts';
-import { isValidProjectId, PROJECT_ID_RULE } from '../../src/server/project.ts';
 import { cells } from '../delta/cells.ts';
 import { CTX, jsonToProtobuf, mapBody, outcome } from './helpers.ts';
 import { jsonForms, protobufForm, randomRequest } from './random-requests.ts';
@@ -47,6 +49,12 @@ const SETTINGS: readonly ValidationSettings[] = [
     defaultServiceName: 'fallback-svc',
     strictColumns: false,
   },
+];
+
+/** The attribute limits of each setting: the defaults, and limits that most random items break. */
+const LIMITS: readonly AttributeLimits[] = [
+  { countLimit: 1024, valueLengthLimit: 65_536 },
+  { countLimit: 3, valueLengthLimit: 6 },
 ];
 
 function treeOf(signal: Signal, format: BodyFormat, body: Uint8Array, headerProjectId?: string): Mapped {
@@ -78,8 +86,9 @@ function servedCells(r: DecodeResult): Cells {
 }
 
 /**
- * The decode step as it was built on the tree route: the tree's rows, the project ids checked,
- * each row object validated and normalized (RowNormalizer.normalize) into a column builder.
+ * The decode step as it was built on the tree route: the tree's rows (a project.id that breaks
+ * the rule refuses the request), their attributes limited, each row object validated and
+ * normalized (RowNormalizer.normalize) into a column builder.
  */
 function treeCells(
   signal: Signal,
@@ -87,35 +96,32 @@ function treeCells(
   body: Uint8Array,
   headerProjectId: string | undefined,
   settings: ValidationSettings,
+  limits: AttributeLimits,
 ): Cells {
   let mapped: Mapped;
   try {
     mapped = treeOf(signal, format, body, headerProjectId);
   } catch (err) {
+    if (err instanceof InvalidProjectIdError) return { status: 400, message: err.message };
     if (!(err instanceof OtlpDecodeError)) throw err;
     return { status: 400, message: `cannot decode the request: ${err.message}` };
   }
   const entries = Object.entries(mapped.tables) as [TableName, Row[]][];
-  if (headerProjectId === undefined) {
-    for (const [, rows] of entries) {
-      const bad = rows.find((row) => !isValidProjectId(row.project_id as string));
-      if (bad !== undefined) {
-        const message = `invalid resource attribute project.id ${JSON.stringify(bad.project_id)}: use ${PROJECT_ID_RULE}`;
-        return { status: 400, message };
-      }
-    }
-  }
   const tables: Extract<Cells, { tables: unknown }>['tables'] = {};
+  const limiter = new AttributeLimiter(limits);
   for (const [table, rows] of entries) {
+    const names = SCHEMAS[table].columns.map((c) => c.name);
     const normalizer = new RowNormalizer(SCHEMAS[table], settings);
     const builder = new BatchBuilder(SCHEMAS[table]);
     const reasons: Record<string, number> = {};
-    for (const row of rows) {
+    for (const tableRow of rows) {
+      const values = names.map((name) => tableRow[name] ?? null);
+      limiter.apply(table, values);
+      const row = Object.fromEntries(names.map((name, j) => [name, values[j]]));
       const r = normalizer.normalize(row);
       if (typeof r === 'string') reasons[r] = (reasons[r] ?? 0) + 1;
       else builder.pushValues(r);
     }
-    const names = SCHEMAS[table].columns.map((c) => c.name);
     tables[table] = {
       cells: cells(unpackBatch(packBatch(builder.view()), names)),
       reasons: Object.entries(reasons),
@@ -124,13 +130,14 @@ function treeCells(
   return { tables, invalidIds: mapped.invalidIds };
 }
 
-const decoders = SETTINGS.map((s) => new RequestDecoder(true, s));
+const decoders = SETTINGS.map((s, k) => new RequestDecoder(true, s, LIMITS[k]!));
 const routes: Record<Route, number> = { reader: 0, tree: 0 };
 
 /**
  * The body mapped both ways, with and without a header project id: the same rows and the same
  * cells under every setting, or both refuse it (protobuf errors are worded by each route itself).
- * Returns the route the server took, which must be `expected`.
+ * The route the server took must be `expected`; with a header project, `withHeader` (a body
+ * refused for its project.id alone is taken then).
  */
 function assertRoutesAgree(
   signal: Signal,
@@ -138,18 +145,20 @@ function assertRoutesAgree(
   body: Uint8Array,
   label: string,
   expected: Route | 'refused',
+  withHeader: Route | 'refused' = expected,
 ): void {
   for (const header of [undefined, 'from-header']) {
+    const route = header === undefined ? expected : withHeader;
     const served = outcome(() => mapBody(signal, format, body, header));
     const tree = outcome(() => treeOf(signal, format, body, header));
     if ('error' in served || 'error' in tree) {
-      assert.equal(expected, 'refused', `${label}: refused (${'error' in served ? served.error : ''})`);
+      assert.equal(route, 'refused', `${label}: refused (${'error' in served ? served.error : ''})`);
       if (format === 'json') assert.deepEqual(served, tree, label);
       else assert.ok('error' in served && 'error' in tree, `${label}: both routes refuse it`);
     } else {
-      const { route, ...rows } = served;
-      assert.equal(route, expected, `${label}: the route taken`);
-      routes[route]++;
+      const { route: taken, ...rows } = served;
+      assert.equal(taken, route, `${label}: the route taken`);
+      routes[taken]++;
       assert.deepEqual(rows, tree, `${label}: rows`);
     }
     SETTINGS.forEach((settings, k) => {
@@ -163,7 +172,7 @@ function assertRoutesAgree(
         defaultProjectId: CTX.defaultProjectId,
       };
       const got = servedCells(decoders[k]!.decode(task));
-      const want = treeCells(signal, format, body, header, settings);
+      const want = treeCells(signal, format, body, header, settings, LIMITS[k]!);
       if (format === 'protobuf' && 'status' in want)
         assert.equal((got as { status: number }).status, want.status);
       else assert.deepEqual(got, want, `${label}: cells, settings ${k}`);
@@ -341,12 +350,7 @@ test('odd JSON forms: what the reader takes, what it leaves to the tree, what bo
       '{"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"a"}],"scope":{"name":"late"},"schemaUrl":"s"}],"resource":{"attributes":[{"key":"project.id","value":{"stringValue":"late-p"}},{"key":"service.name","value":{"stringValue":" padded "}}]},"schemaUrl":"r"}]}',
       'reader',
     ],
-    [
-      'logs',
-      'an invalid project.id',
-      around('logs', '{}', '{"attributes":[{"key":"project.id","value":{"stringValue":"bad id!"}}]}'),
-      'reader',
-    ],
+
     [
       'traces',
       'a span whose duration is beyond int64',
@@ -501,6 +505,138 @@ test('number literals of every form are read as JSON.parse reads them', () => {
     const points = literals.slice(at, at + 500).map((v) => `{"asDouble":${v},"explicitBounds":[${v}]}`);
     const body = around('metrics', `{"name":"h","gauge":{"dataPoints":[${points.join(',')}]}}`);
     assertRoutesAgree('metrics', 'json', Buffer.from(body), `literals from ${literals[at]}`, 'reader');
+  }
+});
+
+/** A body of `signal` in each way the server maps one: the JSON reader, the tree (JSON it declines), protobuf. */
+function eachRoute(
+  signal: Signal,
+  item: string,
+  resource: string,
+): [BodyFormat, Uint8Array, Route, string][] {
+  const json = around(signal, item, resource);
+  // A snake_case key is left to the tree, which reads both spellings.
+  const snake = json.replace(
+    /^\{"resource(Spans|Logs|Metrics)"/,
+    (_, s: string) => `{"resource_${s.toLowerCase()}"`,
+  );
+  assert.notEqual(snake, json);
+  return [
+    ['json', Buffer.from(json), 'reader', 'JSON'],
+    ['json', Buffer.from(snake), 'tree', 'JSON left to the tree'],
+    ['protobuf', jsonToProtobuf(signal, JSON.parse(json), codec), 'reader', 'protobuf'],
+  ];
+}
+
+const ITEMS: Record<Signal, (attributes: string) => string> = {
+  traces: (a) =>
+    `{"traceId":"5b8efff798038103d269b633813fc60c","spanId":"eee19b7ec3c1b174","name":"s","startTimeUnixNano":"1700000000000000000","endTimeUnixNano":"1700000000000000100","attributes":${a},"droppedAttributesCount":1}`,
+  logs: (a) =>
+    `{"timeUnixNano":"1700000000000000000","body":{"stringValue":"b"},"attributes":${a},"droppedAttributesCount":1}`,
+  metrics: (a) => gauge(`{"timeUnixNano":"1700000000000000000","asInt":"1","attributes":${a}}`),
+};
+const ITEM_TABLE: Record<Signal, TableName> = { traces: 'spans', logs: 'logs', metrics: 'metrics_points' };
+
+const attributeList = (pairs: [string, string][]) =>
+  JSON.stringify(pairs.map(([key, value]) => ({ key, value: JSON.parse(value) })));
+
+/** The one row of `table` a decode result holds, by column name. */
+function onlyRow(r: DecodeResult, table: TableName): Record<string, unknown> {
+  assert.ok(r.ok, `decoded (${'message' in r ? r.message : ''})`);
+  const t = r.tables[table]!;
+  const names = SCHEMAS[table].columns.map((c) => c.name);
+  const rows = cells(unpackBatch(t.batch, names));
+  assert.equal(rows.length, 1);
+  return Object.fromEntries(names.map((name, j) => [name, rows[0]![j]]));
+}
+
+const task = (signal: Signal, format: BodyFormat, body: Uint8Array, headerProjectId?: string) => ({
+  signal,
+  format,
+  body,
+  codings: [],
+  bodyLimit: 1 << 26,
+  headerProjectId,
+  defaultProjectId: CTX.defaultProjectId,
+});
+
+test("a resource's project.id: one rule on every route, for every signal; a header project wins", () => {
+  const cases: [string, string | null, string | null][] = [
+    // [label, the project.id AnyValue (null: no project.id), the project (null: refused)]
+    ['valid', '{"stringValue":"shop-1"}', 'shop-1'],
+    ['none', null, CTX.defaultProjectId],
+    ['empty', '{"stringValue":""}', null],
+    ['an int', '{"intValue":"7"}', null],
+    ['no value', '{}', null],
+    ['a space', '{"stringValue":"a b"}', null],
+    ['dot-dot', '{"stringValue":"a..b"}', null],
+    ['129 characters', `{"stringValue":"${'p'.repeat(129)}"}`, null],
+  ];
+  for (const signal of SIGNALS) {
+    for (const [label, value, project] of cases) {
+      const attrs: [string, string][] = [['service.name', '{"stringValue":"svc"}']];
+      if (value !== null) attrs.push(['project.id', value]);
+      const resource = `{"attributes":${attributeList(attrs)}}`;
+      for (const [format, body, route, how] of eachRoute(signal, ITEMS[signal]('[]'), resource)) {
+        const what = `${signal}, project.id ${label}, ${how}`;
+        assertRoutesAgree(signal, format, body, what, project === null ? 'refused' : route, route);
+        const served = decoders[0]!.decode(task(signal, format, body));
+        if (project === null) {
+          assert.equal(served.ok, false, what);
+          assert.match(
+            (served as { message: string }).message,
+            /^invalid resource attribute project\.id/,
+            what,
+          );
+        } else {
+          assert.equal(onlyRow(served, ITEM_TABLE[signal])['project_id'], project, what);
+          assert.deepEqual(
+            (served as { projects: unknown }).projects,
+            { [project]: 1 },
+            `${what}: rows by project`,
+          );
+        }
+        const withHeader = decoders[0]!.decode(task(signal, format, body, 'from-header'));
+        assert.equal(onlyRow(withHeader, ITEM_TABLE[signal])['project_id'], 'from-header', `${what}, header`);
+      }
+    }
+  }
+});
+
+test('attribute limits: the same cells on every route, the first attributes kept, drops counted, values cut', () => {
+  // decoders[1]: at most 3 attributes, of at most 6 characters.
+  const item = attributeList([
+    ['a', '{"stringValue":"0123456789"}'],
+    ['b', '{"intValue":"2"}'],
+    ['c', '{"arrayValue":{"values":[{"stringValue":"abcdefgh"},{"boolValue":true}]}}'],
+    ['d', '{"stringValue":"d"}'],
+    ['e', '{"stringValue":"e"}'],
+  ]);
+  const resource = `{"attributes":${attributeList([
+    ['service.name', '{"stringValue":"svc"}'],
+    ['r1', '{"stringValue":"long value"}'],
+    ['r2', '{"doubleValue":1.5}'],
+    ['r3', '{"boolValue":false}'],
+  ])},"droppedAttributesCount":2}`;
+  for (const signal of SIGNALS) {
+    for (const [format, body, route, how] of eachRoute(signal, ITEMS[signal](item), resource)) {
+      const what = `${signal}, ${how}`;
+      assertRoutesAgree(signal, format, body, what, route);
+      const row = onlyRow(decoders[1]!.decode(task(signal, format, body)), ITEM_TABLE[signal]);
+      assert.equal(row['resource_attributes'], '{"service.name":"svc","r1":"long v","r2":1.5}', what);
+      assert.equal(row['resource_dropped_attributes_count'], 2 + 1, `${what}: resource drops added`);
+      if (signal === 'metrics') {
+        // A point's attributes name its series: all kept, long values cut.
+        assert.equal(row['attributes'], '{"a":"012345","b":2,"c":["abcdef",true],"d":"d","e":"e"}', what);
+      } else {
+        assert.equal(row['attributes'], '{"a":"012345","b":2,"c":["abcdef",true]}', what);
+        assert.equal(row['dropped_attributes_count'], 1 + 2, `${what}: item drops added`);
+      }
+      // Within the default limits nothing changes.
+      const plain = onlyRow(decoders[0]!.decode(task(signal, format, body)), ITEM_TABLE[signal]);
+      assert.equal(plain['resource_dropped_attributes_count'], 2, what);
+      assert.match(plain['attributes'] as string, /"e":"e"}$/, what);
+    }
   }
 });
 

@@ -7,6 +7,7 @@ import { test } from 'node:test';
 import { logsRequest, metricsRequest, tracesRequest } from '../../bench/otlp-payloads.ts';
 import { loadProtobuf, OtlpDecodeError, type ProtoCodec, type Signal } from '../../src/otlp/index.ts';
 import { type Mapped, mapTree } from '../../src/otlp/tree.ts';
+import { InvalidProjectIdError } from '../../src/schema/project.ts';
 import { CTX, jsonToProtobuf, mapBody, mapJson } from './helpers.ts';
 
 const codec = (await loadProtobuf()) as ProtoCodec;
@@ -27,8 +28,10 @@ function outcome(f: () => Mapped): Mapped | { error: string } {
   try {
     return f();
   } catch (err) {
-    assert.ok(err instanceof OtlpDecodeError, `only OtlpDecodeError is thrown, got ${err}`);
-    return { error: 'refused' };
+    // A resource's project.id that breaks the project id rule refuses the request too (400).
+    const refused = err instanceof OtlpDecodeError || err instanceof InvalidProjectIdError;
+    assert.ok(refused, `only OtlpDecodeError or InvalidProjectIdError is thrown, got ${err}`);
+    return { error: err instanceof OtlpDecodeError ? 'refused' : err.name };
   }
 }
 
@@ -148,6 +151,26 @@ test('attribute values of every kind are written as the JSON of the message tree
       [kv('m', len(6, [...len(1, kv('x', iv(1))), ...len(1, kv('x', iv(2)))]))],
     ],
     ['__proto__ key', [kv('__proto__', sv('p')), kv('constructor', iv(1))]],
+    // Past the first keys an object's keys are looked up in a Set: repeats are found there too.
+    ['300 keys', Array.from({ length: 300 }, (_, i) => kv(`k${i}`, iv(i)))],
+    ['300 keys, one repeated', Array.from({ length: 300 }, (_, i) => kv(`k${i % 299}`, iv(i)))],
+    [
+      '300 keys, the last repeating the 101st',
+      Array.from({ length: 300 }, (_, i) => kv(`k${i === 299 ? 100 : i}`, iv(i))),
+    ],
+    [
+      'a map of 300 keys',
+      [kv('m', len(6, Array.from({ length: 300 }, (_, i) => len(1, kv(`x${i % 250}`, iv(i)))).flat()))],
+    ],
+    [
+      // Each object has its own keys: the map's are no repeats of the list's, nor the list's after it of the map's.
+      'a map in a long list, with the keys of the list',
+      Array.from({ length: 40 }, (_, i) =>
+        i === 35
+          ? kv('m', len(6, Array.from({ length: 40 }, (_, k) => len(1, kv(`k${k}`, iv(k)))).flat()))
+          : kv(`k${i}`, iv(i)),
+      ),
+    ],
     [
       'unknown fields',
       [
@@ -246,9 +269,27 @@ test('service.name and project.id: the last occurrence counts, and only a string
     ['project', [...len(1, kv('project.id', sv('proj-x')))]],
     ['no value', [...len(1, kv('service.name')), ...len(1, kv('project.id', []))]],
   ];
+  const projects: string[] = [];
   for (const [label, resource] of cases) {
-    assertSame(request([ids], resource), label);
-    assertSame(request([ids], resource), `${label}, with header`, 'hdr');
+    const m = assertSame(request([ids], resource), label);
+    projects.push('error' in m ? m.error : (m.tables.spans![0]!['project_id'] as string));
+    const h = assertSame(request([ids], resource), `${label}, with header`, 'hdr') as Mapped;
+    assert.equal(h.tables.spans![0]!['project_id'], 'hdr', `${label}: the header wins over project.id`);
+  }
+  // An empty project.id, or one without a string value, is refused like an invalid header.
+  const refused = 'InvalidProjectIdError';
+  assert.deepEqual(projects, [CTX.defaultProjectId, CTX.defaultProjectId, refused, 'proj-x', refused]);
+});
+
+test('project.id of the wrong type or invalid is refused, on both routes', () => {
+  const cases: [string, Bytes][] = [
+    ['int', [...len(1, kv('project.id', iv(7)))]],
+    ['space', [...len(1, kv('project.id', sv('a b')))]],
+    ['dot-dot', [...len(1, kv('project.id', sv('a..b')))]],
+    ['too long', [...len(1, kv('project.id', sv('p'.repeat(129))))]],
+  ];
+  for (const [label, resource] of cases) {
+    assert.deepEqual(assertSame(request([ids], resource), label), { error: 'InvalidProjectIdError' }, label);
   }
 });
 

@@ -183,4 +183,91 @@ describe('Producer', () => {
     assert.equal(p.stats().accepted, 4);
     assert.equal(p.stats().queue_depth, 4);
   });
+
+  describe('project share', () => {
+    /** Reserves and queues a request of `n` rows of one project as the server does; returns the outcome. */
+    async function request(p: Producer, project: string, n: number, waitMs = 0) {
+      const res = await p.reserve(n, waitMs, false, { [project]: n });
+      if (typeof res === 'string') return res;
+      p.fill(res, [
+        { table: 'spans', day: p.today(), batch: batch(n - 1), from: 0, to: n - 1 },
+        { table: 'span_events', day: p.today(), batch: batch(1), from: 0, to: 1 },
+      ]);
+      return 'queued';
+    }
+
+    it('refuses a project at its share at once, while another project still gets in', async () => {
+      const p = new Producer(100, 'block', 5000, Date.now, 0.5);
+      assert.equal(await request(p, 'noisy', 30), 'queued');
+      assert.equal(await request(p, 'noisy', 20), 'queued', 'exactly its share: 50 of 100');
+      assert.equal(p.heldBy('noisy'), 50);
+      assert.equal(await request(p, 'noisy', 1), 'project_full', 'beyond its share, without waiting');
+      assert.equal(await request(p, 'quiet', 40), 'queued', 'the others keep the rest of the queue');
+      assert.deepEqual(p.stats().dropped, { project_queue_share: 1 });
+      assert.equal(p.stats().blocked_producers, 0);
+    });
+
+    it('holds rows until the whole request leaves the queue: split, evicted, discarded, cancelled', async () => {
+      const p = new Producer(100, 'block', 5000, Date.now, 0.2);
+      await request(p, 'a', 10);
+      await request(p, 'b', 10);
+      p.take(5);
+      assert.equal(p.heldBy('a'), 10, 'part of a request taken: still held');
+      p.take(5);
+      assert.equal(p.heldBy('a'), 0, "the request's last entry left: released");
+      assert.equal(p.heldBy('b'), 10);
+      p.discard();
+      assert.equal(p.heldBy('b'), 0, 'discarded rows are released');
+      const res = await p.reserve(20, 0, false, { c: 15, d: 5 });
+      assert.ok(typeof res !== 'string');
+      assert.equal(p.heldBy('c'), 15);
+      p.cancel(res);
+      assert.equal(p.heldBy('c') + p.heldBy('d'), 0, 'a cancelled reservation releases');
+
+      const old = new Producer(20, 'drop_oldest', 0, Date.now, 0.5);
+      await request(old, 'x', 10);
+      await request(old, 'y', 10);
+      await request(old, 'z', 10);
+      assert.equal(old.heldBy('x'), 0, 'evicted whole: released');
+      assert.equal(old.heldBy('y') + old.heldBy('z'), 20);
+    });
+
+    it('counts rows waiting for room against the share; a wait that fails releases them', async () => {
+      const p = new Producer(10, 'block', 5000, Date.now, 0.6);
+      assert.equal(await request(p, 'a', 5), 'queued');
+      assert.equal(await request(p, 'b', 5), 'queued');
+      // The queue is full: b's next request waits, and its rows count against b meanwhile.
+      const waiting = request(p, 'b', 1, 50);
+      assert.equal(p.heldBy('b'), 6);
+      assert.equal(await request(p, 'b', 1), 'project_full', 'b would hold 7 > 6 with the waiting row');
+      assert.equal(await waiting, 'queue_full', 'nobody took rows within 50 ms');
+      assert.equal(p.heldBy('b'), 5);
+    });
+
+    it('lets a request larger than the share in when its project holds nothing; 1 means no share', async () => {
+      const p = new Producer(100, 'block', 0, Date.now, 0.1);
+      assert.equal(await request(p, 'big', 50), 'queued');
+      assert.equal(await request(p, 'big', 1), 'project_full');
+      const all = new Producer(100, 'block', 0, Date.now, 1);
+      assert.equal(await request(all, 'one', 100), 'queued');
+      assert.equal(all.heldBy('one'), 0, 'no accounting without a share');
+    });
+
+    it('never lets a project hold more than its share, whatever the concurrency', async () => {
+      const p = new Producer(1000, 'block', 200, Date.now, 0.25);
+      let peak = 0;
+      const outcomes = await Promise.all(
+        Array.from({ length: 200 }, async (_, i) => {
+          const project = i % 4 === 0 ? 'quiet' : 'noisy';
+          const r = await request(p, project, 1 + (i % 7));
+          peak = Math.max(peak, p.heldBy('noisy'));
+          if (i % 10 === 0) p.take(30);
+          return [project, r] as const;
+        }),
+      );
+      assert.ok(peak <= 250, `noisy held at most its share (${peak})`);
+      assert.ok(outcomes.some(([pr, r]) => pr === 'noisy' && r === 'project_full'));
+      assert.ok(outcomes.filter(([pr]) => pr === 'quiet').every(([, r]) => r === 'queued'));
+    });
+  });
 });

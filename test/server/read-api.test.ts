@@ -215,7 +215,9 @@ describe('event-time reads over HTTP', () => {
           /the metric types of metrics_points are gauge, sum/,
         ],
         ['metrics/hist', 'metric_type=counter', 'metric_type', /histogram, exponential_histogram, summary/],
-        ['logs', 'storage=disk', 'storage', /expected auto, local or s3/],
+        ['logs', 'storage=disk', 'storage', /one of auto, local, s3/],
+        ['logs', 'project_id=a%20b', 'project_id', /letters, digits/],
+        ['spans', 'project_id=..', 'project_id', /letters, digits/],
         ['logs', 'limit=0', 'limit', /expected 1\.\.10000/],
         ['logs', 'sinse=1h', 'sinse', /unknown parameter/],
       ];

@@ -7,6 +7,7 @@ import { execFile } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
 import { closeReadWorkers } from '../../src/read/index.ts';
+import { createToken } from '../../src/storage/tokens.ts';
 import { getJson, type Json, startServer, type TestServer, waitWritten } from './helpers/harness.ts';
 
 const run = promisify(execFile);
@@ -199,6 +200,58 @@ describe('OpenTelemetry JS SDK exporters, configured through the environment', (
       checkSpans(sent, await read('spans'), await read('span_events'), await read('span_links'));
       checkLogs(sent, await read('logs'));
       checkMetrics(sent, await read('metrics/points'), await read('metrics/hist'));
+    });
+  }
+});
+
+describe('with a token, configured only through OTEL_EXPORTER_OTLP_HEADERS', () => {
+  let s: TestServer;
+  let token: string;
+  before(async () => {
+    s = await startServer();
+    token = (
+      await createToken(s.logger.layout.tokensFile, { project: 'sdk-tenant', scopes: ['ingest', 'read'] })
+    ).token;
+  });
+  after(() => s.close());
+
+  for (const protocol of ['json', 'proto'] as const) {
+    test(`http/${protocol === 'json' ? 'json' : 'protobuf'}: the token's project, and 401 without it`, async () => {
+      const endpoint = { OTEL_EXPORTER_OTLP_ENDPOINT: s.url };
+      // The SDKs read `key=value` pairs; the space of "Bearer <token>" may also be sent as %20.
+      const headers =
+        protocol === 'json' ? `authorization=Bearer ${token}` : `authorization=Bearer%20${token}`;
+      const sent = await exportWithSdk(protocol, `token-${protocol}`, {
+        ...endpoint,
+        OTEL_EXPORTER_OTLP_HEADERS: headers,
+      });
+      for (const signal of ['traces', 'logs', 'metrics']) {
+        assert.ok(sent.results[signal].length > 0, `${signal} exported`);
+        for (const r of sent.results[signal]) assert.equal(r.code, 0, `${signal}: ${r.error}`);
+      }
+      const read = async (path: string) => {
+        const deadline = Date.now() + 15_000;
+        for (;;) {
+          const res = await fetch(`${s.url}/api/${path}?service_name=${sent.serviceName}&limit=10000`, {
+            headers: { authorization: `Bearer ${token}` },
+          });
+          const body = (await res.json()) as Json;
+          assert.equal(res.status, 200, JSON.stringify(body));
+          if (body.count > 0 || Date.now() > deadline) return body.rows as Json[];
+          await new Promise((r) => setTimeout(r, 50));
+        }
+      };
+      const spans = await read('spans');
+      const logs = await read('logs');
+      assert.equal(spans.length, sent.spans.length);
+      assert.equal(logs.length, sent.logs.length);
+      for (const row of [...spans, ...logs]) assert.equal(row.project_id, 'sdk-tenant');
+
+      // Without the header the exporters get 401 (not retryable), which ends the SDK run in an error.
+      await assert.rejects(
+        exportWithSdk(protocol, `none-${protocol}`, endpoint),
+        (err: Error & { stderr: string }) => /code: 401/.test(err.stderr),
+      );
     });
   }
 });
