@@ -392,9 +392,14 @@ export async function findDamagedFile(
 ): Promise<DamagedTableError | null> {
   for (const d of await resolveDays(layout, q, s3)) {
     if (d.storage !== 'local') continue;
-    const table = await DeltaTable.open(d.dir);
-    for (const problem of (await dataFileProblems(table)).values()) {
-      return new DamagedTableError(q.table, d.day, problem);
+    // A writer may commit (compact, vacuum) while the files are checked: a problem counts only
+    // when the table is still at the version checked.
+    for (let tries = 0; tries < 3; tries++) {
+      const table = await DeltaTable.open(d.dir);
+      const problem = (await dataFileProblems(table)).values().next().value;
+      if (problem === undefined) break;
+      if ((await DeltaTable.open(d.dir)).version === table.version)
+        return new DamagedTableError(q.table, d.day, problem);
     }
   }
   return null;

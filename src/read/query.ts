@@ -116,7 +116,8 @@ export async function closeReadWorkers(): Promise<void> {
  * Listings tried when files vanish under a query (a writer compacting and vacuuming), with a
  * short pause growing between them so a reader is not starved by a busy writer.
  */
-export const MAX_ATTEMPTS = 8;
+/** A writer compacting and vacuuming on a busy machine can outrun a few listings: ~0.6 s of them. */
+export const MAX_ATTEMPTS = 16;
 
 /** A file listed as live was removed (vacuumed, compacted, day cleaned) before it was scanned. */
 function isVanishedFile(err: unknown): boolean {
@@ -149,7 +150,7 @@ interface Attempts {
 /** After a file vanished: true (once paused) when the read may list again, false when it must fail. */
 async function mayRetry(err: unknown, attempts: Attempts): Promise<boolean> {
   if (attempts.n >= MAX_ATTEMPTS || !isVanishedFile(err)) return false;
-  await new Promise((r) => setTimeout(r, 5 * attempts.n));
+  await new Promise((r) => setTimeout(r, Math.min(50, 5 * attempts.n)));
   return true;
 }
 
