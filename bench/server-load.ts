@@ -164,7 +164,7 @@ function prepare(url: string, bodies: Body[], connections: number, path: string)
 }
 
 interface Health {
-  aggregator: { rows_written: number };
+  aggregator: { rows_written: number; batches_written: number };
   event_loop_delay_ms: { p50: number; p99: number; max: number };
 }
 
@@ -377,11 +377,11 @@ async function main(): Promise<void> {
     const path = s.signal === 'traces' ? '/v1/traces' : '/v1/logs';
     try {
       const warm = await closedLoop(server.url, bodies, connections, warmup * 1000, path);
-      const w0 = await rowsWritten(server.url);
+      const { rows_written: w0, batches_written: b0 } = (await health(server.url)).aggregator;
       const c0 = await cpuSeconds(server.pid);
       const t0 = performance.now();
       const full = await closedLoop(server.url, bodies, connections, seconds * 1000, path);
-      const w1 = await rowsWritten(server.url);
+      const { rows_written: w1, batches_written: b1 } = (await health(server.url)).aggregator;
       const c1 = await cpuSeconds(server.pid);
       const elapsed = (performance.now() - t0) / 1000;
       const committedRows = (w1 - w0) / elapsed;
@@ -417,6 +417,7 @@ async function main(): Promise<void> {
         String(peak),
         `${(cpuProcess * 100).toFixed(0)}% / ${(cpuMain * 100).toFixed(0)}%`,
         cpuPerMillion.toFixed(1),
+        b1 > b0 ? Math.round((w1 - w0) / (b1 - b0)).toLocaleString('en-US') : '-',
         `${loop.p99} / ${loop.max}`,
         Object.entries(full.statuses)
           .map(([k, v]) => `${k}:${v}`)
@@ -430,8 +431,8 @@ async function main(): Promise<void> {
   }
   console.log('');
   console.log(
-    '| scenario | body bytes | committed items/s | accepted items/s | full-load p50 / p99 ms | half rate items/s: p50 / p99 ms | server peak RSS MiB | server CPU process / main thread | server CPU s per 1M items | event-loop delay p99 / max ms | statuses |',
+    '| scenario | body bytes | committed items/s | accepted items/s | full-load p50 / p99 ms | half rate items/s: p50 / p99 ms | server peak RSS MiB | server CPU process / main thread | server CPU s per 1M items | rows per file | event-loop delay p99 / max ms | statuses |',
   );
-  console.log('|---|---|---|---|---|---|---|---|---|---|---|');
+  console.log('|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const r of rows) console.log(`| ${r.join(' | ')} |`);
 }

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { BatchBuilder, type Batches, joinBatches, packBatch, transferables } from '../../src/delta/batch.ts';
 import type { DataFile, TxnMark } from '../../src/delta/table.ts';
-import { Aggregator, type TableWriter } from '../../src/pipeline/aggregator.ts';
+import { Aggregator, type TableWriter, WRITE_INTERVAL_MS } from '../../src/pipeline/aggregator.ts';
 import { Producer } from '../../src/pipeline/producer.ts';
 import { SCHEMAS, type TableName } from '../../src/schema/tables.ts';
 import { defaultOptions } from '../../src/storage/options.ts';
@@ -223,19 +223,33 @@ describe('Aggregator', () => {
     agg.start();
     await producer.enqueue('logs', logRows(1000));
     await until(() => producer.depth === 0);
-    await new Promise((r) => setTimeout(r, 20));
+    // The second file starts once the first has been under way for WRITE_INTERVAL_MS.
+    await new Promise((r) => setTimeout(r, WRITE_INTERVAL_MS + 50));
     open();
     tables.gate = null;
     const key = 'logs/' + producer.today();
     await until(() => tables.rows(key).length === 1000);
-    // Two files were under way when the other eight batches were cut: those became one file.
+    // The first file was under way when the other nine batches were cut: they became one file.
     assert.deepEqual(
       tables.written.get(key)!.map((f) => f.length),
-      [100, 100, 800],
+      [100, 900],
     );
     assert.deepEqual(
       tables.rows(key),
       logRows(1000).map((r) => r[names.indexOf('time_unix_nano')]),
+    );
+    await agg.close();
+  });
+
+  it('starts a file at most every WRITE_INTERVAL_MS: the batches cut meanwhile become one file', async () => {
+    const { producer, tables, agg } = setup({ max_batch_rows: 100, min_batch_rows: 100, max_age_s: 60 });
+    agg.start();
+    await producer.enqueue('logs', logRows(1000));
+    const key = 'logs/' + producer.today();
+    await until(() => tables.rows(key).length === 1000);
+    assert.deepEqual(
+      tables.written.get(key)!.map((f) => f.length),
+      [100, 900],
     );
     await agg.close();
   });
@@ -247,7 +261,7 @@ describe('Aggregator', () => {
       open = r;
     });
     agg.start();
-    // 10 batches of three 1 MB rows: two files under way, then 8 batches (24 MB) waiting.
+    // 10 batches of three 1 MB rows: one file under way, then 9 batches (27 MB) waiting.
     const big = 'x'.repeat(1024 * 1024);
     const rows = logRows(30).map((r) => {
       r[names.indexOf('body')] = big;
@@ -255,14 +269,14 @@ describe('Aggregator', () => {
     });
     await producer.enqueue('logs', rows);
     await until(() => producer.depth === 0);
-    await new Promise((r) => setTimeout(r, 20));
+    await new Promise((r) => setTimeout(r, WRITE_INTERVAL_MS + 50));
     open();
     tables.gate = null;
     const key = 'logs/' + producer.today();
     await until(() => tables.rows(key).length === 30);
     const sizes = tables.written.get(key)!.map((f) => f.length);
-    assert.deepEqual(sizes.slice(0, 2), [3, 3]);
-    assert.ok(sizes.length >= 4, `the waiting 24 MB are split into files: ${sizes}`);
+    assert.equal(sizes[0], 3);
+    assert.ok(sizes.length >= 3, `the waiting 27 MB are split into files: ${sizes}`);
     assert.ok(Math.max(...sizes.slice(2)) <= 15, `at most 15 MB a file: ${sizes}`);
     await agg.close();
   });
@@ -316,7 +330,7 @@ describe('Aggregator', () => {
       await request(10, 10);
       await request(10, 20);
       const key = `logs/${producer.today()}`;
-      await new Promise((r) => setTimeout(r, 50));
+      await new Promise((r) => setTimeout(r, WRITE_INTERVAL_MS + 50));
       assert.deepEqual(tables.rows(key), [], 'nothing is committed before the first batch');
       tables.release();
       await until(() => tables.rows(key).length === 30);
@@ -332,12 +346,12 @@ describe('Aggregator', () => {
         [...versions].sort((a, b) => a - b),
         'positions only grow',
       );
+      // The second and third batches waited for the write interval together: one file.
       assert.deepEqual(
         released.sort((a, b) => a[0] - b[0]),
         [
           [0, 10],
-          [10, 10],
-          [20, 10],
+          [10, 20],
         ],
       );
       await agg.close();
