@@ -84,7 +84,7 @@ async function cpuSeconds(pid: number): Promise<number> {
 
 type BMode = 'none' | 'rate' | 'flood' | 'hammer';
 
-/** The Retry-After the server sends for a 429 here (a 100-row request's debt refills within 1 s). */
+/** The least Retry-After the server sends with a 429 (a flood of 8 connections is paced and rarely sees one). */
 const RETRY_AFTER_MS = 1000;
 
 /** Sends `requests` round robin over `conns` at `rowsPerS` until `end`; `onAnswer` gets each status and its delay. */

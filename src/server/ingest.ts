@@ -269,9 +269,10 @@ export function registerIngestRoutes(app: FastifyInstance, opts: IngestRouteOpti
 
     const { projects } = decoded;
     if (opts.rates) {
-      const after = opts.rates.retryAfter(Object.keys(projects));
-      if (after > 0) return overRate(reply, after, format);
-      opts.rates.take(projects);
+      const admission = opts.rates.admit(projects);
+      if ('retryAfterS' in admission) return overRate(reply, admission.retryAfterS, format);
+      // Held back to keep the project at its rate (at most MAX_WAIT_MS).
+      if (admission.waitMs > 0) await new Promise((r) => setTimeout(r, admission.waitMs));
     }
     const tables: RequestTables = {};
     let decodedBytes = 0;
