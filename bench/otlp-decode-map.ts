@@ -18,11 +18,11 @@
 //   node bench/otlp-decode-map.ts --compare .tmp/a.jsonl .tmp/b.jsonl   # medians, ranges, A/B
 
 import { appendFileSync, readFileSync } from 'node:fs';
-import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { loadProtobuf, type Signal } from '../src/otlp/index.ts';
+import type { Signal } from '../src/otlp/index.ts';
 import type { DecodeResult, DecodeTask } from '../src/server/decode.ts';
 import { defaultOptions } from '../src/storage/options.ts';
+import { decoderUnderTest } from './decoder-under-test.ts';
 import { logsRequest, metricsRequest, tracesRequest } from './otlp-payloads.ts';
 
 const { values: args } = parseArgs({
@@ -61,13 +61,7 @@ const ITEM_TABLES: Record<Signal, readonly string[]> = {
   metrics: ['metrics_points', 'metrics_hist'],
 };
 
-const codec = await loadProtobuf();
-if (!codec) throw new Error('protobufjs is needed for the protobuf cases');
-const srcDir =
-  args.src === undefined ? new URL('../src/', import.meta.url).pathname : `${resolve(args.src)}/`;
-const { RequestDecoder } = (await import(
-  `${srcDir}server/decode.ts`
-)) as typeof import('../src/server/decode.ts');
+const { codec, srcDir, RequestDecoder } = await decoderUnderTest(args.src);
 // Before issue 19 the decoder took protobufjs' codec; since then whether protobuf is on (the codec is
 // truthy). The attribute limits (issue 21) are the defaults; a decoder from before ignores them.
 const { server_config: server } = defaultOptions();

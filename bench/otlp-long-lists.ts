@@ -13,11 +13,11 @@
 //   node bench/otlp-long-lists.ts --src .tmp/old/src
 // Sizes whose estimated time (from the last size, as if quadratic) passes --budget-s are skipped.
 
-import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { loadProtobuf, type Signal } from '../src/otlp/index.ts';
+import type { Signal } from '../src/otlp/index.ts';
 import type { DecodeResult } from '../src/server/decode.ts';
 import { defaultOptions } from '../src/storage/options.ts';
+import { decoderUnderTest } from './decoder-under-test.ts';
 
 const { values: args } = parseArgs({
   options: {
@@ -29,13 +29,7 @@ const { values: args } = parseArgs({
 const SIZES = args.keys.split(',').map(Number);
 const BUDGET_MS = Number(args['budget-s']) * 1000;
 
-const codec = await loadProtobuf();
-if (!codec) throw new Error('protobufjs is needed for the protobuf cases');
-const srcDir =
-  args.src === undefined ? new URL('../src/', import.meta.url).pathname : `${resolve(args.src)}/`;
-const { RequestDecoder } = (await import(
-  `${srcDir}server/decode.ts`
-)) as typeof import('../src/server/decode.ts');
+const { codec, srcDir, RequestDecoder } = await decoderUnderTest(args.src);
 const SETTINGS = {
   validateRequired: true,
   validateTypes: true,
