@@ -114,9 +114,9 @@ export async function closeReadWorkers(): Promise<void> {
 
 /**
  * Listings tried when files vanish under a query (a writer compacting and vacuuming), with a
- * short pause growing between them so a reader is not starved by a busy writer.
+ * short pause growing between them (up to 50 ms; ~0.6 s in all) so that a reader is not starved
+ * by a busy writer: on a loaded machine such a writer outran 8 listings.
  */
-/** A writer compacting and vacuuming on a busy machine can outrun a few listings: ~0.6 s of them. */
 export const MAX_ATTEMPTS = 16;
 
 /** A file listed as live was removed (vacuumed, compacted, day cleaned) before it was scanned. */
