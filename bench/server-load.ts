@@ -49,6 +49,7 @@ import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
 import { gzipSync } from 'node:zlib';
 import { loadProtobuf, type Signal } from '../src/otlp/index.ts';
+import { withServerFlags } from '../src/server/node-flags.ts';
 import type { PartialOptions } from '../src/storage/options.ts';
 import { RawConnection, rawRequest } from './http-client.ts';
 import { logsRequest, tracesRequest } from './otlp-payloads.ts';
@@ -180,8 +181,10 @@ async function startServer(
   options: PartialOptions,
 ): Promise<{ url: string; pid: number; stop(): Promise<void> }> {
   const dir = await mkdtemp(join(tmpdir(), 'otelake-bench-server-'));
-  // BENCH_SERVER_FLAGS: extra node flags for the server, e.g. "--cpu-prof" to profile it.
-  const flags = (process.env['BENCH_SERVER_FLAGS'] ?? '').split(' ').filter(Boolean);
+  // The flags `otelake start` gives a server, then BENCH_SERVER_FLAGS: extra node flags for the
+  // server, e.g. "--cpu-prof" to profile it (or "--max-semi-space-size=16" to undo ours).
+  const extra = (process.env['BENCH_SERVER_FLAGS'] ?? '').split(' ').filter(Boolean);
+  const flags = withServerFlags(extra);
   const child = spawn(
     process.execPath,
     [...flags, new URL(import.meta.url).pathname, '--serve', dir, JSON.stringify(options)],

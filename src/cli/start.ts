@@ -10,6 +10,7 @@ import { dirname, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { isLoopback } from '../server/loopback.ts';
+import { withServerFlags } from '../server/node-flags.ts';
 import { InstanceLayout } from '../storage/layout.ts';
 import { bindError } from './bind.ts';
 import { CliError, UsageError } from './errors.ts';
@@ -102,7 +103,7 @@ async function rotateLog(file: string): Promise<void> {
 /** The command line of a server process running `start --foreground` for these flags. */
 function foregroundArgs(layout: InstanceLayout, flags: BoundStartFlags, extra: string[] = []): string[] {
   return [
-    ...process.execArgv,
+    ...withServerFlags(process.execArgv),
     LAUNCHER,
     'start',
     '--foreground',

@@ -8,6 +8,7 @@ import { createServer } from 'node:http';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { TABLE_NAMES } from '../../src/schema/tables.ts';
+import { SERVER_NODE_FLAGS } from '../../src/server/node-flags.ts';
 import { defaultOptions } from '../../src/storage/options.ts';
 import { alive, freePort, killQuietly, otelake, tempDir } from './helpers.ts';
 
@@ -175,6 +176,12 @@ describe('otelake (no server)', () => {
       assert.match(started.stdout, new RegExp(`listening on http://127\\.0\\.0\\.1:${port} `));
       const health = await fetch(`http://127.0.0.1:${port}/healthz`);
       assert.equal(health.status, 200);
+      if (process.platform === 'linux') {
+        // The background server runs with the server's Node flags (src/server/node-flags.ts).
+        const { pid } = (await health.json()) as { pid: number };
+        const cmdline = (await readFile(`/proc/${pid}/cmdline`, 'utf8')).split('\0');
+        for (const flag of SERVER_NODE_FLAGS) assert.ok(cmdline.includes(flag), `${flag} in ${cmdline}`);
+      }
     } finally {
       const stopped = await otelake(['stop', '-D', 'bound'], { cwd: dir.path });
       assert.equal(stopped.code, 0, stopped.stderr);
