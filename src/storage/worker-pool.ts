@@ -27,6 +27,8 @@ interface Slot {
   tasksRun: number;
   /** Takes no new task: it is replaced once its tasks in flight are answered. */
   retiring: boolean;
+  /** A spare's timer that stops it once idle for spareIdleMs. */
+  idleTimer: NodeJS.Timeout | null;
   /** Tasks posted and not answered yet (a failed worker's are rejected and cleared). */
   pending: Map<number, Pending>;
 }
@@ -46,9 +48,16 @@ export interface WorkerPoolOptions {
   maxInFlight?: number;
   /** V8 heap limits of each worker (e.g. a smaller young generation). */
   resourceLimits?: ResourceLimits;
+  /**
+   * Workers beyond the first (spares) start only for a task that has waited this long for one
+   * (default 0: at once), and stop once idle for `spareIdleMs` (default 10 s): a pool whose first
+   * worker keeps up holds the memory of one.
+   */
+  spareAfterMs?: number;
+  spareIdleMs?: number;
 }
 
-type Queued = { task: string; payload: unknown; transfer: Transferable[]; p: Pending };
+type Queued = { task: string; payload: unknown; transfer: Transferable[]; p: Pending; at: number };
 
 export class WorkerPool {
   private readonly url: URL;
@@ -57,6 +66,8 @@ export class WorkerPool {
   private readonly queue: Queued[] = [];
   private nextId = 1;
   private closed = false;
+  /** Dispatches again when the oldest queued task will have waited spareAfterMs. */
+  private spareTimer: NodeJS.Timeout | null = null;
 
   constructor(moduleUrl: URL, opts: WorkerPoolOptions) {
     this.url = moduleUrl;
@@ -66,6 +77,8 @@ export class WorkerPool {
       workerData: undefined,
       maxInFlight: 1,
       resourceLimits: {},
+      spareAfterMs: 0,
+      spareIdleMs: 10_000,
       ...opts,
     };
   }
@@ -84,6 +97,7 @@ export class WorkerPool {
         payload,
         transfer,
         p: { resolve: resolve as (v: unknown) => void, reject },
+        at: performance.now(),
       };
       if (signal) {
         const onAbort = () => {
@@ -113,17 +127,41 @@ export class WorkerPool {
     return this.queue.length;
   }
 
+  /** Workers running (for tests and stats). */
+  get workers(): number {
+    return this.slots.length;
+  }
+
   private dispatch(): void {
     while (this.queue.length > 0) {
       let slot = this.idlest();
-      if ((!slot || slot.pending.size > 0) && this.slots.length < this.opts.size) slot = this.spawn();
+      if ((!slot || slot.pending.size > 0) && this.slots.length < this.opts.size && this.spareDue())
+        slot = this.spawn();
       if (!slot) return;
       const job = this.queue.shift()!;
       const id = this.nextId++;
+      if (slot.idleTimer) clearTimeout(slot.idleTimer);
+      slot.idleTimer = null;
       slot.worker.ref(); // a task in flight keeps the process alive; an idle worker does not
       slot.pending.set(id, job.p);
       slot.worker.postMessage({ id, task: job.task, payload: job.payload }, job.transfer);
     }
+  }
+
+  /**
+   * Whether another worker may start now: the first at once, a spare once the oldest queued task
+   * has waited spareAfterMs (until then a timer dispatches again).
+   */
+  private spareDue(): boolean {
+    if (this.slots.length === 0 || this.opts.spareAfterMs <= 0) return true;
+    const wait = this.queue[0]!.at + this.opts.spareAfterMs - performance.now();
+    if (wait <= 0) return true;
+    this.spareTimer ??= setTimeout(() => {
+      this.spareTimer = null;
+      if (!this.closed) this.dispatch();
+    }, wait);
+    this.spareTimer.unref();
+    return false;
   }
 
   /** The worker with the fewest tasks in flight that can take one more, if any. */
@@ -149,7 +187,7 @@ export class WorkerPool {
       resourceLimits: this.opts.resourceLimits,
     });
     worker.unref();
-    const slot: Slot = { worker, tasksRun: 0, retiring: false, pending: new Map() };
+    const slot: Slot = { worker, tasksRun: 0, retiring: false, idleTimer: null, pending: new Map() };
     worker.on(
       'message',
       (msg: { id: number; ok: boolean; result?: unknown; error?: string; returned?: unknown }) => {
@@ -170,6 +208,7 @@ export class WorkerPool {
         if (this.opts.recycleAfter > 0 && slot.tasksRun >= this.opts.recycleAfter) slot.retiring = true;
         if (slot.retiring && slot.pending.size === 0) this.retire(slot);
         this.dispatch();
+        if (this.opts.spareAfterMs > 0 && slot.pending.size === 0 && !slot.retiring) this.idleSpare(slot);
       },
     );
     worker.on('error', (err) => this.fail(slot, err));
@@ -179,6 +218,16 @@ export class WorkerPool {
     });
     this.slots.push(slot);
     return slot;
+  }
+
+  /** Stops a spare (a worker beyond the first) once it has been idle for spareIdleMs. */
+  private idleSpare(slot: Slot): void {
+    if (this.slots.indexOf(slot) < 1) return;
+    slot.idleTimer = setTimeout(() => {
+      slot.idleTimer = null;
+      if (slot.pending.size === 0 && this.slots.indexOf(slot) >= 1) this.retire(slot);
+    }, this.opts.spareIdleMs);
+    slot.idleTimer.unref();
   }
 
   private fail(slot: Slot, err: Error): void {
@@ -195,6 +244,8 @@ export class WorkerPool {
   }
 
   private remove(slot: Slot): void {
+    if (slot.idleTimer) clearTimeout(slot.idleTimer);
+    slot.idleTimer = null;
     const i = this.slots.indexOf(slot);
     if (i >= 0) this.slots.splice(i, 1);
   }
@@ -202,6 +253,8 @@ export class WorkerPool {
   /** Waits for tasks in flight, then stops every worker. Queued tasks not yet started are rejected. */
   async close(): Promise<void> {
     this.closed = true;
+    if (this.spareTimer) clearTimeout(this.spareTimer);
+    this.spareTimer = null;
     for (const q of this.queue.splice(0)) q.p.reject(new Error('worker pool is closed'));
     await Promise.all(
       this.slots.map(

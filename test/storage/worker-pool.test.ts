@@ -33,6 +33,24 @@ describe('WorkerPool', () => {
     await pool.close();
   });
 
+  it('starts a spare worker only for a task that waited spareAfterMs, and stops it once idle', async () => {
+    const pool = new WorkerPool(url, { size: 2, spareAfterMs: 150, spareIdleMs: 300 });
+    const first = (await pool.run<{ threadId: number }>('whoami', null)).threadId;
+    const slow = pool.run('slow', 3000);
+    const next = pool.run<{ threadId: number }>('whoami', null);
+    await new Promise((r) => setTimeout(r, 50));
+    assert.equal(pool.workers, 1, 'no spare before the task has waited 150 ms');
+    assert.equal(pool.queuedTasks, 1);
+    const spare = (await next).threadId;
+    assert.notEqual(spare, first, 'the waiting task ran on a spare, not after the slow one');
+    assert.equal(pool.workers, 2);
+    await new Promise((r) => setTimeout(r, 600));
+    assert.equal(pool.workers, 1, 'the idle spare stopped');
+    assert.equal(await slow, 3000);
+    assert.equal((await pool.run<{ threadId: number }>('whoami', null)).threadId, first);
+    await pool.close();
+  });
+
   it('rejects the task of a worker that dies and replaces the worker', async () => {
     const pool = new WorkerPool(url, { size: 1 });
     await assert.rejects(pool.run('crash', null), /exited with code 3/);
