@@ -223,6 +223,7 @@ export class WorkerPool {
   /** Stops a spare (a worker beyond the first) once it has been idle for spareIdleMs. */
   private idleSpare(slot: Slot): void {
     if (this.slots.indexOf(slot) < 1) return;
+    if (slot.idleTimer) clearTimeout(slot.idleTimer);
     slot.idleTimer = setTimeout(() => {
       slot.idleTimer = null;
       if (slot.pending.size === 0 && this.slots.indexOf(slot) >= 1) this.retire(slot);
