@@ -270,9 +270,7 @@ function mapTraces(root: Msg, ctx: MapContext, st: MapState, out: Row[], outEven
         const events = items(sp.events, 'span.events');
         const links = items(sp.links, 'span.links');
         out.push({
-          project_id: r.project_id,
           event_ts: eventTs,
-          service_name: r.service_name,
           trace_id: traceId,
           span_id: spanId,
           parent_span_id: id(sp.parentSpanId ?? sp.parent_span_id, 8, 'span.parentSpanId', st),
@@ -300,21 +298,14 @@ function mapTraces(root: Msg, ctx: MapContext, st: MapState, out: Row[], outEven
             sp.droppedLinksCount ?? sp.dropped_links_count,
             'span.droppedLinksCount',
           ),
-          resource_attributes: r.resource_attributes,
-          resource_dropped_attributes_count: r.resource_dropped_attributes_count,
-          resource_schema_url: r.resource_schema_url,
-          scope_name: s.scope_name,
-          scope_version: s.scope_version,
-          scope_attributes: s.scope_attributes,
-          scope_dropped_attributes_count: s.scope_dropped_attributes_count,
-          scope_schema_url: s.scope_schema_url,
+          // The resource's and scope's columns, project_id and service_name among them.
+          ...r,
+          ...s,
         });
         for (const ev of events) {
           const time = int64(ev.timeUnixNano ?? ev.time_unix_nano, 'event.timeUnixNano');
           outEvents.push({
-            project_id: r.project_id,
             event_ts: nanosToMicros(time),
-            service_name: r.service_name,
             trace_id: traceId,
             span_id: spanId,
             span_name: name,
@@ -325,21 +316,14 @@ function mapTraces(root: Msg, ctx: MapContext, st: MapState, out: Row[], outEven
               ev.droppedAttributesCount ?? ev.dropped_attributes_count,
               'event.droppedAttributesCount',
             ),
-            resource_attributes: r.resource_attributes,
-            resource_dropped_attributes_count: r.resource_dropped_attributes_count,
-            resource_schema_url: r.resource_schema_url,
-            scope_name: s.scope_name,
-            scope_version: s.scope_version,
-            scope_attributes: s.scope_attributes,
-            scope_dropped_attributes_count: s.scope_dropped_attributes_count,
-            scope_schema_url: s.scope_schema_url,
+            // The resource's and scope's columns, project_id and service_name among them.
+            ...r,
+            ...s,
           });
         }
         for (const ln of links) {
           outLinks.push({
-            project_id: r.project_id,
             event_ts: eventTs,
-            service_name: r.service_name,
             trace_id: traceId,
             span_id: spanId,
             span_name: name,
@@ -352,14 +336,9 @@ function mapTraces(root: Msg, ctx: MapContext, st: MapState, out: Row[], outEven
               ln.droppedAttributesCount ?? ln.dropped_attributes_count,
               'link.droppedAttributesCount',
             ),
-            resource_attributes: r.resource_attributes,
-            resource_dropped_attributes_count: r.resource_dropped_attributes_count,
-            resource_schema_url: r.resource_schema_url,
-            scope_name: s.scope_name,
-            scope_version: s.scope_version,
-            scope_attributes: s.scope_attributes,
-            scope_dropped_attributes_count: s.scope_dropped_attributes_count,
-            scope_schema_url: s.scope_schema_url,
+            // The resource's and scope's columns, project_id and service_name among them.
+            ...r,
+            ...s,
           });
         }
       }
@@ -381,10 +360,8 @@ function mapLogs(root: Msg, ctx: MapContext, st: MapState, out: Row[]) {
           'logRecord.observedTimeUnixNano',
         );
         out.push({
-          project_id: r.project_id,
           // Derived by RowNormalizer (time, else observed, else arrival), as for library rows.
           event_ts: null,
-          service_name: r.service_name,
           time_unix_nano: time,
           observed_time_unix_nano: observed,
           severity_number: int32(
@@ -404,14 +381,9 @@ function mapLogs(root: Msg, ctx: MapContext, st: MapState, out: Row[]) {
             'logRecord.droppedAttributesCount',
           ),
           schema_version: null,
-          resource_attributes: r.resource_attributes,
-          resource_dropped_attributes_count: r.resource_dropped_attributes_count,
-          resource_schema_url: r.resource_schema_url,
-          scope_name: s.scope_name,
-          scope_version: s.scope_version,
-          scope_attributes: s.scope_attributes,
-          scope_dropped_attributes_count: s.scope_dropped_attributes_count,
-          scope_schema_url: s.scope_schema_url,
+          // The resource's and scope's columns, project_id and service_name among them.
+          ...r,
+          ...s,
         });
       }
     }
@@ -525,9 +497,7 @@ function numberRow(
   const asInt = asDouble == null ? (p.asInt ?? p.as_int) : null;
   const { r, s } = m;
   return {
-    project_id: r.project_id,
     event_ts: nanosToMicros(time),
-    service_name: r.service_name,
     metric_name: m.metric_name,
     description: m.description,
     unit: m.unit,
@@ -542,14 +512,9 @@ function numberRow(
     attributes: attributesJson(p.attributes),
     flags: flags(p.flags, 'dataPoint.flags'),
     exemplars: exemplarsJson(p.exemplars, st),
-    resource_attributes: r.resource_attributes,
-    resource_dropped_attributes_count: r.resource_dropped_attributes_count,
-    resource_schema_url: r.resource_schema_url,
-    scope_name: s.scope_name,
-    scope_version: s.scope_version,
-    scope_attributes: s.scope_attributes,
-    scope_dropped_attributes_count: s.scope_dropped_attributes_count,
-    scope_schema_url: s.scope_schema_url,
+    // The resource's and scope's columns, project_id and service_name among them.
+    ...r,
+    ...s,
   };
 }
 
@@ -583,9 +548,7 @@ function histRow(
   const [start, time] = pointTimes(p);
   const { r, s } = m;
   return {
-    project_id: r.project_id,
     event_ts: nanosToMicros(time),
-    service_name: r.service_name,
     metric_name: m.metric_name,
     description: m.description,
     unit: m.unit,
@@ -612,14 +575,9 @@ function histRow(
     attributes: attributesJson(p.attributes),
     flags: flags(p.flags, 'dataPoint.flags'),
     exemplars: exemplarsJson(p.exemplars, st),
-    resource_attributes: r.resource_attributes,
-    resource_dropped_attributes_count: r.resource_dropped_attributes_count,
-    resource_schema_url: r.resource_schema_url,
-    scope_name: s.scope_name,
-    scope_version: s.scope_version,
-    scope_attributes: s.scope_attributes,
-    scope_dropped_attributes_count: s.scope_dropped_attributes_count,
-    scope_schema_url: s.scope_schema_url,
+    // The resource's and scope's columns, project_id and service_name among them.
+    ...r,
+    ...s,
   };
 }
 
