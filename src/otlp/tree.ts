@@ -477,25 +477,10 @@ function temporalityOf(data: Msg, kind: string): number {
   );
 }
 
-function pointTimes(p: Msg): [bigint, bigint] {
-  return [
-    int64(p.startTimeUnixNano ?? p.start_time_unix_nano, 'dataPoint.startTimeUnixNano'),
-    int64(p.timeUnixNano ?? p.time_unix_nano, 'dataPoint.timeUnixNano'),
-  ];
-}
-
-function numberRow(
-  m: MetricCols,
-  type: 'gauge' | 'sum',
-  temporality: number | null,
-  monotonic: boolean | null,
-  p: Msg,
-  st: MapState,
-): Row {
-  const [start, time] = pointTimes(p);
-  const asDouble = p.asDouble ?? p.as_double;
-  const asInt = asDouble == null ? (p.asInt ?? p.as_int) : null;
-  const { r, s } = m;
+/** The columns every point row has: its metric's, its times, its resource's and scope's. */
+function pointCols(m: MetricCols, type: string, temporality: number | null, p: Msg): Row {
+  const start = int64(p.startTimeUnixNano ?? p.start_time_unix_nano, 'dataPoint.startTimeUnixNano');
+  const time = int64(p.timeUnixNano ?? p.time_unix_nano, 'dataPoint.timeUnixNano');
   return {
     event_ts: nanosToMicros(time),
     metric_name: m.metric_name,
@@ -506,15 +491,30 @@ function numberRow(
     aggregation_temporality: temporality,
     start_time_unix_nano: start,
     time_unix_nano: time,
+    // project_id and service_name among them
+    ...m.r,
+    ...m.s,
+  };
+}
+
+function numberRow(
+  m: MetricCols,
+  type: 'gauge' | 'sum',
+  temporality: number | null,
+  monotonic: boolean | null,
+  p: Msg,
+  st: MapState,
+): Row {
+  const asDouble = p.asDouble ?? p.as_double;
+  const asInt = asDouble == null ? (p.asInt ?? p.as_int) : null;
+  return {
+    ...pointCols(m, type, temporality, p),
     is_monotonic: monotonic,
     value_double: asDouble == null ? null : double(asDouble, 'dataPoint.asDouble'),
     value_int: asInt == null ? null : int64(asInt, 'dataPoint.asInt'),
     attributes: attributesJson(p.attributes),
     flags: flags(p.flags, 'dataPoint.flags'),
     exemplars: exemplarsJson(p.exemplars, st),
-    // The resource's and scope's columns, project_id and service_name among them.
-    ...r,
-    ...s,
   };
 }
 
@@ -545,39 +545,12 @@ function histRow(
   v: HistValues,
   st: MapState,
 ): Row {
-  const [start, time] = pointTimes(p);
-  const { r, s } = m;
   return {
-    event_ts: nanosToMicros(time),
-    metric_name: m.metric_name,
-    description: m.description,
-    unit: m.unit,
-    metric_type: type,
-    metric_metadata: m.metric_metadata,
-    aggregation_temporality: temporality,
-    start_time_unix_nano: start,
-    time_unix_nano: time,
-    count: v.count,
-    sum: v.sum,
-    min: v.min,
-    max: v.max,
-    bucket_counts: v.bucket_counts,
-    explicit_bounds: v.explicit_bounds,
-    scale: v.scale,
-    zero_count: v.zero_count,
-    zero_threshold: v.zero_threshold,
-    positive_offset: v.positive_offset,
-    positive_bucket_counts: v.positive_bucket_counts,
-    negative_offset: v.negative_offset,
-    negative_bucket_counts: v.negative_bucket_counts,
-    quantiles: v.quantiles,
-    quantile_values: v.quantile_values,
+    ...pointCols(m, type, temporality, p),
+    ...v,
     attributes: attributesJson(p.attributes),
     flags: flags(p.flags, 'dataPoint.flags'),
     exemplars: exemplarsJson(p.exemplars, st),
-    // The resource's and scope's columns, project_id and service_name among them.
-    ...r,
-    ...s,
   };
 }
 
