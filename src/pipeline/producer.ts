@@ -406,7 +406,9 @@ export class Producer {
       } else {
         const part = cap - n; // the first rows of the batch; the rest stays at the head
         const b = q as QueuedBatch;
-        out.push({ table: b.table, day: b.day, batch: b.batch, from: b.from, to: b.from + part });
+        // The part keeps the log position (its rows are released from the log once committed);
+        // the project share is let go with the rest.
+        out.push({ table: b.table, day: b.day, batch: b.batch, from: b.from, to: b.from + part, seq: b.seq });
         b.from += part;
         n += part;
       }

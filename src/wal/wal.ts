@@ -436,20 +436,32 @@ export class WriteAheadLog {
 
   /**
    * Marks `rows` rows from sequence number `seq` as done (committed to their table, or given up):
-   * a segment whose rows are all done is deleted. The rows must lie in one record's entry.
+   * a segment whose rows are all done is deleted. The rows may span records
+   * and segments (a file's rows are the consecutive entries of many requests).
    */
   release(seq: number, rows: number): void {
-    let lo = 0;
-    let hi = this.segments.length - 1;
-    while (lo < hi) {
-      const mid = (lo + hi + 1) >> 1;
-      if (this.segments[mid]!.firstSeq <= seq) lo = mid;
-      else hi = mid - 1;
+    while (rows > 0 && this.segments.length > 0) {
+      let lo = 0;
+      let hi = this.segments.length - 1;
+      while (lo < hi) {
+        const mid = (lo + hi + 1) >> 1;
+        if (this.segments[mid]!.firstSeq <= seq) lo = mid;
+        else hi = mid - 1;
+      }
+      const segment = this.segments[lo]!;
+      const next = this.segments[lo + 1];
+      // Rows before the oldest segment are in one already gone.
+      const n =
+        segment.firstSeq > seq
+          ? Math.min(rows, segment.firstSeq - seq)
+          : Math.min(rows, next ? next.firstSeq - seq : rows);
+      if (segment.firstSeq <= seq) {
+        segment.live -= n;
+        if (segment.live <= 0) void this.dropIfDone(segment);
+      }
+      seq += n;
+      rows -= n;
     }
-    const segment = this.segments[lo];
-    if (!segment) return;
-    segment.live -= rows;
-    if (segment.live <= 0) void this.dropIfDone(segment);
   }
 
   private async dropIfDone(segment: Segment): Promise<void> {
@@ -461,8 +473,8 @@ export class WriteAheadLog {
   }
 
   /**
-   * Reads logged rows back (a batch lost with a worker that died): for each range, in order, the
-   * entry of `table` and `day` holding it and the rows of the range in it.
+   * Reads logged rows back (a batch lost with a worker that died): the rows of the ranges, in
+   * order, as slices of the entries of `table` and `day` that hold them (a range may span many).
    */
   async read(
     table: TableName,
@@ -471,21 +483,25 @@ export class WriteAheadLog {
   ): Promise<{ batch: PackedBatch; from: number; to: number }[]> {
     const out: { batch: PackedBatch; from: number; to: number }[] = [];
     let i = 0;
+    // The next row to find: ranges come in log order.
+    let at = ranges[0]?.seq ?? 0;
     for (const segment of [...this.segments]) {
       if (i >= ranges.length) break;
       for await (const entries of readSegment(segment.path, segment.bytes)) {
         for (const e of entries) {
           if (e.table !== table || e.day !== day) continue;
-          // Ranges lie within one entry each and come in log order.
-          while (i < ranges.length && ranges[i]!.seq >= e.seq && ranges[i]!.seq < e.seq + e.batch.numRows) {
-            const r = ranges[i++]!;
-            out.push({ batch: e.batch, from: r.seq - e.seq, to: r.seq - e.seq + r.rows });
+          const end = e.seq + e.batch.numRows;
+          while (i < ranges.length && at >= e.seq && at < end) {
+            const r = ranges[i]!;
+            const to = Math.min(r.seq + r.rows, end);
+            out.push({ batch: e.batch, from: at - e.seq, to: to - e.seq });
+            at = to;
+            if (at === r.seq + r.rows) at = ranges[++i]?.seq ?? 0;
           }
         }
       }
     }
-    if (i < ranges.length)
-      throw new Error(`rows from ${ranges[i]!.seq} are no longer in the write-ahead log`);
+    if (i < ranges.length) throw new Error(`rows from ${at} are no longer in the write-ahead log`);
     return out;
   }
 

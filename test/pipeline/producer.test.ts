@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { type ColumnBatch, columnsOf } from '../../src/delta/batch.ts';
-import { Producer, type Queued } from '../../src/pipeline/producer.ts';
+import { Producer, type Queued, type QueuedBatch } from '../../src/pipeline/producer.ts';
 
 const rows = (n: number, from = 0) => Array.from({ length: n }, (_, i) => [from + i]);
 /** A batch of n rows whose single column holds from, from + 1, ... */
@@ -39,6 +39,18 @@ describe('Producer', () => {
     await p.enqueue('logs', rows(3, 4));
     assert.deepEqual(ids(p), [3, 4, 5, 6]);
     assert.deepEqual(p.stats().dropped, { drop_oldest: 3 });
+  });
+
+  it('a batch split by take keeps its write-ahead log position in both parts', async () => {
+    const p = new Producer(10, 'block', 0, Date.now);
+    const res = await p.reserve(6);
+    assert.ok(typeof res !== 'string');
+    p.fill(res, [{ table: 'logs', day: '2026-11-24', batch: batch(6), from: 0, to: 6, seq: 500 }]);
+    const [first] = p.take(4) as QueuedBatch[];
+    const [rest] = p.take(4) as QueuedBatch[];
+    // Rows from..to of a part are log rows seq + from .. seq + to - 1.
+    assert.deepEqual([first!.seq, first!.from, first!.to], [500, 0, 4]);
+    assert.deepEqual([rest!.seq, rest!.from, rest!.to], [500, 4, 6]);
   });
 
   it('counts the rows of batches: depth, limits, take and drop_oldest work in rows', async () => {

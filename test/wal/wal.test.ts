@@ -132,6 +132,23 @@ describe('WriteAheadLog', () => {
     assert.deepEqual(await segments(dir), [], 'nothing pending: no segment kept');
   });
 
+  it('releases a range of rows that spans records and segments', async () => {
+    const dir = join(root, 'span-release');
+    const { wal } = await WriteAheadLog.open(dir, { segmentBytes: 4096 });
+    await replayAll(wal);
+    const logged: LoggedEntry[] = [];
+    for (let i = 0; i < 12; i++) await wal.append([entry(20, i * 20)], (l) => logged.push(...l));
+    assert.ok(wal.stats().segments >= 3, `${wal.stats().segments} segments`);
+    // One file's rows: every entry but the last, as one range.
+    wal.release(logged[0]!.seq, 11 * 20);
+    await new Promise((r) => setTimeout(r, 50));
+    assert.equal(wal.pendingRows, 20);
+    assert.equal(wal.stats().segments, 1, 'only the segment of the last entry is left');
+    wal.release(logged[11]!.seq, 20);
+    await wal.close();
+    assert.deepEqual(await segments(dir), []);
+  });
+
   it('replays a segment up to a torn or corrupt record, never past it', async () => {
     const dir = join(root, 'torn');
     const { wal } = await WriteAheadLog.open(dir);
@@ -185,15 +202,20 @@ describe('WriteAheadLog', () => {
     const logged: LoggedEntry[] = [];
     await wal.append([entry(4, 0), entry(3, 100, 'spans')], (l) => logged.push(...l));
     await wal.append([entry(6, 10)], (l) => logged.push(...l));
+    await wal.append([entry(5, 20)], (l) => logged.push(...l));
     const back = await wal.read('logs', '2026-11-24', [
       { seq: 1, rows: 3 },
       { seq: 7, rows: 2 },
+      // The entries of consecutive requests, merged into one range by the aggregator.
+      { seq: 11, rows: 4 },
     ]);
     assert.deepEqual(
       back.map((b) => times(b).slice(b.from, b.to)),
       [
         [1n, 2n, 3n],
         [10n, 11n],
+        [14n, 15n],
+        [20n, 21n],
       ],
     );
     await assert.rejects(wal.read('logs', '2026-11-24', [{ seq: 500, rows: 1 }]), /no longer/);
