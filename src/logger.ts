@@ -48,7 +48,7 @@ import {
   saveOptions,
 } from './storage/options.ts';
 import { type ResolvedS3, resolveS3, type S3Config } from './storage/s3-config.ts';
-import { type WalEntry, type WalStats, WriteAheadLog } from './wal/wal.ts';
+import { type WalEntry, type WalOptions, type WalStats, WriteAheadLog } from './wal/wal.ts';
 
 export type { S3Config } from './storage/s3-config.ts';
 
@@ -193,6 +193,12 @@ const FINISHED_PHASES = new Set<DayPhaseLine['phase']>(['sealed', 'uploaded', 'v
 /** The default log sink: one line on stderr. */
 const stderrSink: LogSink = (level, message) => console.error(`otelake ${level}: ${message}`);
 
+/** OTELAKE_WAL_SEGMENT_BYTES: the log's segment size (default 64 MiB); each spare takes as much disk. */
+function walOptionsFromEnv(): WalOptions {
+  const bytes = Number(process.env['OTELAKE_WAL_SEGMENT_BYTES']);
+  return Number.isSafeInteger(bytes) && bytes >= 4096 ? { segmentBytes: bytes } : {};
+}
+
 export class Logger {
   readonly layout: InstanceLayout;
   /** Resolves when the instance is prepared (and, with auto_start, started). */
@@ -279,7 +285,7 @@ export class Logger {
       ),
     );
     if (opts.durability === 'wal') {
-      const { wal, damaged } = await WriteAheadLog.open(this.layout.walDir);
+      const { wal, damaged } = await WriteAheadLog.open(this.layout.walDir, walOptionsFromEnv());
       for (const path of damaged) {
         this.logSink(
           'error',

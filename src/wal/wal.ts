@@ -11,9 +11,18 @@
 // one 32-byte header per entry (table, rows, first sequence number, day, bytes), then each entry's
 // packed batch (delta/batch.ts), 8-byte aligned. Replay reads a segment up to its first invalid
 // record: a torn tail is a write that was never acknowledged.
+//
+// Segments are written ahead and reused. A sync that extends a file must also commit the file
+// system's journal, and on ext4 that commit waits for whatever else is being written (the Parquet
+// files): that made the log's sync tail. So once a segment is half full under load, the next one
+// is prepared: zeros written to its full size and synced (`spare-<n>.wal-spare`). A segment whose rows
+// are all committed becomes a spare again instead of being deleted. Writing into a spare changes
+// no metadata, and its sync waits for its own data only. A spare's old records cannot be taken for
+// new ones: since `OTLKWAL2` a record's CRC starts from the epoch and the segment's ordinal, which
+// never repeat, and replay also wants each record to continue the sequence numbers.
 
 import { randomUUID } from 'node:crypto';
-import { type FileHandle, mkdir, open, readdir, rename, unlink } from 'node:fs/promises';
+import { type FileHandle, mkdir, open, readdir, rename, stat, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { crc32 } from 'node:zlib';
 import type { PackedBatch } from '../delta/batch.ts';
@@ -40,20 +49,29 @@ export interface WalOptions {
 export interface WalStats {
   segments: number;
   bytes: number;
+  /** Segment files written ahead (or kept from use) for the next segments. */
+  spare_segments: number;
   /** Rows in the log not yet committed to their tables (or given up). */
   pending_rows: number;
   groups_written: number;
   last_error: { at: string; message: string } | null;
 }
 
-const MAGIC = Buffer.from('OTLKWAL1');
+const MAGIC = Buffer.from('OTLKWAL2');
+/** Segments written before records were tied to their segment: their CRCs start from 0. */
+const MAGIC_V1 = Buffer.from('OTLKWAL1');
 const HEADER_BYTES = 64;
 const RECORD_HEADER = 8;
 const ENTRY_HEADER = 32;
 const DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024;
-/** An active segment this large whose rows are all committed is replaced (and deleted) before the next write. */
+/** An active segment this large whose rows are all committed is replaced (kept as a spare or deleted) before the next write. */
 const RECYCLE_EMPTY_BYTES = 1024 * 1024;
 const SEGMENT_NAME = /^(\d{12})\.wal$/;
+/** A prepared or reused segment file waiting to become the next segment. */
+const SPARE_NAME = /^spare-(\d+)\.wal-spare$/;
+/** Spares kept at most: enough for the segments a busy log goes through before they are committed. */
+const MAX_SPARES = 2;
+const ZERO_CHUNK = 1024 * 1024;
 const DAMAGED_DIR = 'damaged';
 
 const pad8 = (n: number) => (8 - (n % 8)) % 8;
@@ -70,6 +88,16 @@ interface Segment {
   bytes: number;
   /** Rows appended and not yet released. */
   live: number;
+  /** Where its records' CRCs start (recordSeed). */
+  seed: number;
+}
+
+/** A record's CRC starts from this, so that the records of a reused file's earlier life do not pass. */
+function recordSeed(epoch: string, ordinal: number): number {
+  const b = Buffer.alloc(44);
+  b.write(epoch, 0, 36, 'latin1');
+  b.writeBigUInt64LE(BigInt(ordinal), 36);
+  return crc32(b);
 }
 
 interface Pending {
@@ -93,9 +121,14 @@ function encodeHeader(epoch: string, firstSeq: number, prevValidBytes: number): 
   return h;
 }
 
-function decodeHeader(h: Buffer): { epoch: string; firstSeq: number; prevValidBytes: number } | null {
-  if (h.length < HEADER_BYTES || !h.subarray(0, 8).equals(MAGIC)) return null;
+function decodeHeader(
+  h: Buffer,
+): { epoch: string; firstSeq: number; prevValidBytes: number; seeded: boolean } | null {
+  if (h.length < HEADER_BYTES) return null;
+  const seeded = h.subarray(0, 8).equals(MAGIC);
+  if (!seeded && !h.subarray(0, 8).equals(MAGIC_V1)) return null;
   return {
+    seeded,
     epoch: h.toString('latin1', 8, 44),
     firstSeq: Number(h.readBigUInt64LE(48)),
     prevValidBytes: Number(h.readBigInt64LE(56)),
@@ -103,7 +136,11 @@ function decodeHeader(h: Buffer): { epoch: string; firstSeq: number; prevValidBy
 }
 
 /** The buffers of one record (header, entry headers, packed batches) for entries numbered from `seq`. */
-function encodeRecord(entries: readonly WalEntry[], seq: number): { buffers: Uint8Array[]; bytes: number } {
+function encodeRecord(
+  entries: readonly WalEntry[],
+  seq: number,
+  seed: number,
+): { buffers: Uint8Array[]; bytes: number } {
   const head = Buffer.alloc(RECORD_HEADER + 4 + entries.length * ENTRY_HEADER);
   head.writeUInt32LE(entries.length, RECORD_HEADER);
   const buffers: Uint8Array[] = [head];
@@ -121,7 +158,7 @@ function encodeRecord(entries: readonly WalEntry[], seq: number): { buffers: Uin
     if (pad8(size) > 0) buffers.push(ZEROS.subarray(0, pad8(size)));
     payload += size + pad8(size);
   });
-  let crc = crc32(head.subarray(RECORD_HEADER));
+  let crc = crc32(head.subarray(RECORD_HEADER), seed);
   for (let i = 1; i < buffers.length; i++) crc = crc32(buffers[i]!, crc);
   head.writeUInt32LE(payload, 0);
   head.writeUInt32LE(crc, 4);
@@ -156,9 +193,13 @@ function decodeRecord(payload: Buffer): LoggedEntry[] | null {
   return out;
 }
 
-/** Reads the valid records of a segment file, up to `limit` bytes (the first invalid one ends it). */
-async function* readSegment(path: string, limit: number): AsyncGenerator<LoggedEntry[]> {
-  const fh = await open(path, 'r');
+/**
+ * Reads the valid records of a segment, up to `limit` bytes: the first invalid one ends it, and so
+ * does one that does not continue the sequence numbers.
+ */
+async function* readSegment(segment: Segment, limit: number): AsyncGenerator<LoggedEntry[]> {
+  const fh = await open(segment.path, 'r');
+  let seq = segment.firstSeq;
   try {
     const size = Math.min((await fh.stat()).size, limit);
     let at = HEADER_BYTES;
@@ -169,9 +210,10 @@ async function* readSegment(path: string, limit: number): AsyncGenerator<LoggedE
       if (length === 0 || at + RECORD_HEADER + length > size) return;
       const payload = Buffer.alloc(length);
       await fh.read(payload, 0, length, at + RECORD_HEADER);
-      if (crc32(payload) !== head.readUInt32LE(4)) return;
+      if (crc32(payload, segment.seed) !== head.readUInt32LE(4)) return;
       const entries = decodeRecord(payload);
-      if (!entries) return;
+      if (!entries || (entries.length > 0 && entries[0]!.seq !== seq)) return;
+      for (const e of entries) seq = e.seq + e.batch.numRows;
       yield entries;
       at += RECORD_HEADER + length;
     }
@@ -202,6 +244,16 @@ export class WriteAheadLog {
   private readonly found: { segment: Segment; limit: number }[];
   /** Found segments not yet replayed: kept whatever their count of live rows. */
   private readonly unreplayed: Set<Segment>;
+  /** Spare files ready to become the next segments, and one being prepared. */
+  private readonly spares: string[] = [];
+  private preparing: Promise<void> | null = null;
+  /** Segments being deleted or kept as spares since their last rows were released. */
+  private readonly drops = new Set<Promise<void>>();
+  private spareNumber = 0;
+  /** Segments on their way to becoming spares. */
+  private keeping = 0;
+  /** The segment during which a spare could not be written (no room): not tried again in it. */
+  private spareRefusedIn = -1;
 
   private constructor(
     dir: string,
@@ -228,7 +280,10 @@ export class WriteAheadLog {
    */
   static async open(dir: string, opts: WalOptions = {}): Promise<{ wal: WriteAheadLog; damaged: string[] }> {
     await mkdir(dir, { recursive: true });
-    const ordinals = (await readdir(dir))
+    const names = await readdir(dir);
+    // A spare holds no row that is not committed: one left by an earlier process is only disk.
+    for (const n of names) if (SPARE_NAME.test(n)) await unlink(join(dir, n)).catch(() => {});
+    const ordinals = names
       .map((n) => SEGMENT_NAME.exec(n))
       .filter((m) => m !== null)
       .map((m) => Number(m[1]))
@@ -239,6 +294,7 @@ export class WriteAheadLog {
       epoch: string;
       firstSeq: number;
       prevValidBytes: number;
+      seeded: boolean;
       size: number;
     }[] = [];
     for (const ordinal of ordinals) {
@@ -273,6 +329,7 @@ export class WriteAheadLog {
         firstSeq: h.firstSeq,
         bytes: limit,
         live: 0,
+        seed: h.seeded ? recordSeed(h.epoch, h.ordinal) : 0,
       };
       return { segment, limit };
     });
@@ -287,7 +344,7 @@ export class WriteAheadLog {
    */
   async *replay(): AsyncGenerator<LoggedEntry> {
     for (const { segment, limit } of this.found) {
-      for await (const entries of readSegment(segment.path, limit)) {
+      for await (const entries of readSegment(segment, limit)) {
         for (const e of entries) {
           segment.live += e.batch.numRows;
           this.nextSeq = Math.max(this.nextSeq, e.seq + e.batch.numRows);
@@ -354,7 +411,7 @@ export class WriteAheadLog {
     let seq = firstSeq;
     let bytes = 0;
     for (const p of group) {
-      const record = encodeRecord(p.entries, seq);
+      const record = encodeRecord(p.entries, seq, segment.seed);
       buffers.push(...record.buffers);
       bytes += record.bytes;
       logged.push(
@@ -389,6 +446,12 @@ export class WriteAheadLog {
     segment.live += seq - firstSeq;
     this.groupsWritten++;
     if (segment.bytes >= this.segmentBytes) await this.closeActive();
+    else if (
+      segment.bytes >= this.segmentBytes / 2 &&
+      this.spares.length === 0 &&
+      this.spareRefusedIn !== segment.ordinal
+    )
+      this.preparing ??= this.prepareSpare(segment.ordinal);
     return logged;
   }
 
@@ -408,10 +471,14 @@ export class WriteAheadLog {
   private async openSegment(): Promise<{ segment: Segment; fh: FileHandle }> {
     const ordinal = this.nextOrdinal;
     const path = join(this.dir, segmentName(ordinal));
-    const fh = await open(path, 'wx');
+    const header = encodeHeader(this.epoch, this.nextSeq, this.prevValidBytes);
+    const spare = await this.takeSpare(path, header);
+    const fh = spare ?? (await open(path, 'wx'));
     try {
-      await fh.write(encodeHeader(this.epoch, this.nextSeq, this.prevValidBytes), 0, HEADER_BYTES, 0);
-      await fh.datasync();
+      if (!spare) {
+        await fh.write(header, 0, HEADER_BYTES, 0);
+        await fh.datasync();
+      }
       await fsyncPath(this.dir);
     } catch (err) {
       await fh.close().catch(() => {});
@@ -420,10 +487,61 @@ export class WriteAheadLog {
     }
     this.nextOrdinal++;
     this.prevValidBytes = -1;
-    const segment: Segment = { ordinal, path, firstSeq: this.nextSeq, bytes: HEADER_BYTES, live: 0 };
+    const segment: Segment = {
+      ordinal,
+      path,
+      firstSeq: this.nextSeq,
+      bytes: HEADER_BYTES,
+      live: 0,
+      seed: recordSeed(this.epoch, ordinal),
+    };
     this.segments.push(segment);
     this.active = { segment, fh };
     return this.active;
+  }
+
+  /**
+   * A spare renamed to `path`, its header written first (a spare renamed with an earlier life's
+   * header would be replayed as that); null when there is none or it failed.
+   */
+  private async takeSpare(path: string, header: Buffer): Promise<FileHandle | null> {
+    const spare = this.spares.shift();
+    if (spare === undefined) return null;
+    let fh: FileHandle | null = null;
+    try {
+      fh = await open(spare, 'r+');
+      await fh.write(header, 0, HEADER_BYTES, 0);
+      await fh.datasync();
+      await rename(spare, path);
+      return fh;
+    } catch {
+      await fh?.close().catch(() => {});
+      await unlink(spare).catch(() => {});
+      return null;
+    }
+  }
+
+  /** Writes a spare ahead: zeros to the segment size, synced. Without room, segments grow as written. */
+  private async prepareSpare(during: number): Promise<void> {
+    const path = join(this.dir, `spare-${this.spareNumber++}.wal-spare`);
+    try {
+      const fh = await open(path, 'wx');
+      try {
+        const zeros = Buffer.alloc(ZERO_CHUNK);
+        for (let at = 0; at < this.segmentBytes; at += ZERO_CHUNK)
+          await fh.write(zeros, 0, Math.min(ZERO_CHUNK, this.segmentBytes - at), at);
+        await fh.datasync();
+      } finally {
+        await fh.close();
+      }
+      if (this.closed) await unlink(path);
+      else this.spares.push(path);
+    } catch {
+      this.spareRefusedIn = during;
+      await unlink(path).catch(() => {});
+    } finally {
+      this.preparing = null;
+    }
   }
 
   private async closeActive(): Promise<void> {
@@ -436,7 +554,7 @@ export class WriteAheadLog {
 
   /**
    * Marks `rows` rows from sequence number `seq` as done (committed to their table, or given up):
-   * a segment whose rows are all done is deleted. The rows may span records
+   * a segment whose rows are all done is kept as a spare or deleted. The rows may span records
    * and segments (a file's rows are the consecutive entries of many requests).
    */
   release(seq: number, rows: number): void {
@@ -457,7 +575,11 @@ export class WriteAheadLog {
           : Math.min(rows, next ? next.firstSeq - seq : rows);
       if (segment.firstSeq <= seq) {
         segment.live -= n;
-        if (segment.live <= 0) void this.dropIfDone(segment);
+        if (segment.live <= 0) {
+          const drop = this.dropIfDone(segment);
+          this.drops.add(drop);
+          void drop.finally(() => this.drops.delete(drop));
+        }
       }
       seq += n;
       rows -= n;
@@ -469,6 +591,26 @@ export class WriteAheadLog {
     const i = this.segments.indexOf(segment);
     if (i < 0) return;
     this.segments.splice(i, 1);
+    // A full-size file is kept as a spare (its blocks are written): the next segment reuses it.
+    if (!this.closed && this.spares.length + this.keeping < MAX_SPARES) {
+      this.keeping++;
+      try {
+        const size = await stat(segment.path).then(
+          (st) => st.size,
+          () => 0,
+        );
+        if (size >= this.segmentBytes && !this.closed) {
+          const spare = join(this.dir, `spare-${this.spareNumber++}.wal-spare`);
+          await rename(segment.path, spare);
+          this.spares.push(spare);
+          return;
+        }
+      } catch {
+        // Deleted instead.
+      } finally {
+        this.keeping--;
+      }
+    }
     await unlink(segment.path).catch(() => {});
   }
 
@@ -487,7 +629,7 @@ export class WriteAheadLog {
     let at = ranges[0]?.seq ?? 0;
     for (const segment of [...this.segments]) {
       if (i >= ranges.length) break;
-      for await (const entries of readSegment(segment.path, segment.bytes)) {
+      for await (const entries of readSegment(segment, segment.bytes)) {
         for (const e of entries) {
           if (e.table !== table || e.day !== day) continue;
           const end = e.seq + e.batch.numRows;
@@ -516,6 +658,7 @@ export class WriteAheadLog {
     return {
       segments: this.segments.length,
       bytes: this.segments.reduce((n, s) => n + s.bytes, 0),
+      spare_segments: this.spares.length,
       pending_rows: this.pendingRows,
       groups_written: this.groupsWritten,
       last_error: this.lastError,
@@ -535,5 +678,7 @@ export class WriteAheadLog {
     this.active = null;
     if (active) await active.fh.close().catch(() => {});
     for (const s of [...this.segments]) await this.dropIfDone(s);
+    await Promise.all([...this.drops, this.preparing]);
+    for (const spare of this.spares.splice(0)) await unlink(spare).catch(() => {});
   }
 }

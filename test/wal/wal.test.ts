@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
-import { mkdtemp, open, readdir, rm, stat, truncate, writeFile } from 'node:fs/promises';
+import { mkdtemp, open, readdir, readFile, rm, stat, truncate, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { crc32 } from 'node:zlib';
 import { BatchBuilder, packBatch, unpackBatch } from '../../src/delta/batch.ts';
 import { SCHEMAS, type TableName } from '../../src/schema/tables.ts';
 import { type LoggedEntry, type WalEntry, WriteAheadLog } from '../../src/wal/wal.ts';
@@ -130,6 +131,93 @@ describe('WriteAheadLog', () => {
     wal.release(last.seq, 20);
     await wal.close();
     assert.deepEqual(await segments(dir), [], 'nothing pending: no segment kept');
+  });
+
+  it('writes the next segment ahead, reuses committed ones, and never replays what a reused file held', async () => {
+    const dir = join(root, 'spares');
+    const segmentBytes = 64 * 1024;
+    const { wal } = await WriteAheadLog.open(dir, { segmentBytes });
+    await replayAll(wal);
+    const logged: LoggedEntry[] = [];
+    const spareFiles = async () => (await readdir(dir)).filter((n) => n.endsWith('.wal-spare'));
+    let t = 0;
+    const append = () => {
+      t += 50;
+      return wal.append([entry(50, t)], (l) => logged.push(...l));
+    };
+    // Past half of a segment, a spare of the full size is written ahead...
+    for (let i = 0; i < 200 && wal.stats().spare_segments === 0; i++) {
+      await append();
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    assert.equal(wal.stats().segments, 1);
+    assert.equal(wal.stats().spare_segments, 1, 'a spare was prepared');
+    // ... and becomes the next segment.
+    while (wal.stats().segments < 3) await append();
+    assert.equal(wal.stats().spare_segments, 0);
+    // Committed segments become spares (at most two) instead of being deleted.
+    for (const e of logged) wal.release(e.seq, e.batch.numRows);
+    await new Promise((r) => setTimeout(r, 100));
+    const spares = await spareFiles();
+    assert.equal(spares.length, 2, `spares: ${spares}`);
+    for (const n of spares) assert.ok((await stat(join(dir, n))).size >= segmentBytes);
+    assert.equal(wal.stats().spare_segments, 2);
+    // A full active segment is closed before the next append; the next one is a reused file,
+    // already of full size, holding records of its earlier life after the new ones.
+    const before = new Set(await segments(dir));
+    while (wal.stats().spare_segments === 2) {
+      t += 50;
+      await wal.append([entry(50, t)], () => {});
+    }
+    const fresh = (await segments(dir)).filter((n) => !before.has(n));
+    assert.equal(fresh.length, 1);
+    assert.ok((await stat(join(dir, fresh[0]!))).size >= segmentBytes, 'the new segment is a reused file');
+    const newer: LoggedEntry[] = [];
+    await wal.append([entry(3, 900_000)], (l) => newer.push(...l));
+    // Closed with rows pending, as after a crash: replay yields the rows of the log's present only.
+    await wal.close();
+    const again = (await WriteAheadLog.open(dir, { segmentBytes })).wal;
+    assert.deepEqual(await spareFiles(), [], 'spares left by a process are removed at open');
+    const replayed = await replayAll(again);
+    // Every row once, in order: no record of a reused file's earlier life (lower numbers) in between.
+    replayed.forEach((e, i) => {
+      if (i > 0) assert.equal(e.seq, replayed[i - 1]!.seq + replayed[i - 1]!.batch.numRows);
+    });
+    assert.deepEqual(times(replayed.at(-1)!), [900_000n, 900_001n, 900_002n]);
+    assert.equal(
+      again.pendingRows,
+      replayed.reduce((n, e) => n + e.batch.numRows, 0),
+    );
+    for (const e of replayed) again.release(e.seq, e.batch.numRows);
+    await again.close();
+    assert.deepEqual(await readdir(dir), [], 'a clean close leaves no segment and no spare');
+  });
+
+  it('replays segments written before records were tied to their segment (OTLKWAL1)', async () => {
+    const dir = join(root, 'v1');
+    const { wal } = await WriteAheadLog.open(dir);
+    for (let i = 0; i < 3; i++) await wal.append([entry(2, i * 2)], () => {});
+    await wal.close();
+    // Rewrite the segment as the first format wrote it: that magic, CRCs of the payload alone.
+    const path = join(dir, (await segments(dir))[0]!);
+    const buf = await readFile(path);
+    buf.write('OTLKWAL1', 0, 'latin1');
+    for (let at = 64; at + 8 <= buf.length; ) {
+      const length = buf.readUInt32LE(at);
+      buf.writeUInt32LE(crc32(buf.subarray(at + 8, at + 8 + length)), at + 4);
+      at += 8 + length;
+    }
+    await writeFile(path, buf);
+    const again = (await WriteAheadLog.open(dir)).wal;
+    assert.deepEqual(
+      (await replayAll(again)).map((e) => times(e)),
+      [
+        [0n, 1n],
+        [2n, 3n],
+        [4n, 5n],
+      ],
+    );
+    await again.close();
   });
 
   it('releases a range of rows that spans records and segments', async () => {
