@@ -194,9 +194,13 @@ const FINISHED_PHASES = new Set<DayPhaseLine['phase']>(['sealed', 'uploaded', 'v
 const stderrSink: LogSink = (level, message) => console.error(`otelake ${level}: ${message}`);
 
 /** OTELAKE_WAL_SEGMENT_BYTES: the log's segment size (default 64 MiB); each spare takes as much disk. */
-function walOptionsFromEnv(): WalOptions {
-  const bytes = Number(process.env['OTELAKE_WAL_SEGMENT_BYTES']);
-  return Number.isSafeInteger(bytes) && bytes >= 4096 ? { segmentBytes: bytes } : {};
+function walOptionsFromEnv(warn: (message: string) => void): WalOptions {
+  const value = process.env['OTELAKE_WAL_SEGMENT_BYTES'];
+  if (value === undefined || value === '') return {};
+  const bytes = Number(value);
+  if (Number.isSafeInteger(bytes) && bytes >= 4096) return { segmentBytes: bytes };
+  warn(`OTELAKE_WAL_SEGMENT_BYTES=${value} ignored: expected an integer of at least 4096 (bytes)`);
+  return {};
 }
 
 export class Logger {
@@ -285,7 +289,10 @@ export class Logger {
       ),
     );
     if (opts.durability === 'wal') {
-      const { wal, damaged } = await WriteAheadLog.open(this.layout.walDir, walOptionsFromEnv());
+      const { wal, damaged } = await WriteAheadLog.open(
+        this.layout.walDir,
+        walOptionsFromEnv((message) => this.logSink('warn', message)),
+      );
       for (const path of damaged) {
         this.logSink(
           'error',

@@ -184,6 +184,42 @@ describe('durability "wal"', () => {
   });
 });
 
+describe('OTELAKE_WAL_SEGMENT_BYTES', () => {
+  after(() => {
+    delete process.env['OTELAKE_WAL_SEGMENT_BYTES'];
+  });
+
+  it('sets the size of a log segment; a value that is not a size is reported and ignored', async () => {
+    process.env['OTELAKE_WAL_SEGMENT_BYTES'] = '8192';
+    const small = await Logger.open({
+      instanceDir: dir,
+      instanceId: 'seg',
+      handleSignals: false,
+      options: HOLD,
+    });
+    // One at a time: a group of appends is written to one segment.
+    for (const i of range(300)) await small.ingestLog(logRow(i));
+    assert.ok(small.stats().wal!.segments > 2, `${small.stats().wal!.segments} segments`);
+    await small.stop({ flush: 'none' });
+    process.env['OTELAKE_WAL_SEGMENT_BYTES'] = '8k';
+    const lines: string[] = [];
+    const next = await Logger.open({
+      instanceDir: dir,
+      instanceId: 'seg',
+      handleSignals: false,
+      log: (level, message) => lines.push(`${level}: ${message}`),
+    });
+    assert.ok(
+      lines.includes(
+        'warn: OTELAKE_WAL_SEGMENT_BYTES=8k ignored: expected an integer of at least 4096 (bytes)',
+      ),
+      lines.join('\n'),
+    );
+    await next.stop();
+    assert.deepEqual(await storedTimes(next), range(300), 'every row of the small segments replayed');
+  });
+});
+
 describe('durability "memory"', () => {
   it('keeps no log, and loses what is queued on a crash (the documented window)', async () => {
     const options: PartialOptions = { ...HOLD, durability: 'memory' };
