@@ -68,7 +68,7 @@ const DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024;
 const RECYCLE_EMPTY_BYTES = 1024 * 1024;
 const SEGMENT_NAME = /^(\d{12})\.wal$/;
 /** A prepared or reused segment file waiting to become the next segment. */
-const SPARE_NAME = /^spare-(\d+)\.wal-spare$/;
+const SPARE_NAME = /^spare-\d+\.wal-spare$/;
 /** Spares kept at most: enough for the segments a busy log goes through before they are committed. */
 const MAX_SPARES = 2;
 const ZERO_CHUNK = 1024 * 1024;
@@ -401,7 +401,8 @@ export class WriteAheadLog {
 
   /** Writes and syncs the records of a group; on failure the segment is cut back to before them. */
   private async writeGroup(group: readonly Pending[]): Promise<LoggedEntry[][]> {
-    // The log holds only what is not committed yet: a quiet moment frees the disk it took.
+    // The log holds only what is not committed yet: a quiet moment ends the segment (kept as a
+    // spare when it is full size, else deleted).
     if (this.active && this.active.segment.live === 0 && this.active.segment.bytes >= RECYCLE_EMPTY_BYTES)
       await this.closeActive();
     const { segment, fh } = this.active ?? (await this.openSegment());
@@ -521,9 +522,13 @@ export class WriteAheadLog {
     }
   }
 
+  private nextSparePath(): string {
+    return join(this.dir, `spare-${this.spareNumber++}.wal-spare`);
+  }
+
   /** Writes a spare ahead: zeros to the segment size, synced. Without room, segments grow as written. */
   private async prepareSpare(during: number): Promise<void> {
-    const path = join(this.dir, `spare-${this.spareNumber++}.wal-spare`);
+    const path = this.nextSparePath();
     try {
       const fh = await open(path, 'wx');
       try {
@@ -600,7 +605,7 @@ export class WriteAheadLog {
           () => 0,
         );
         if (size >= this.segmentBytes && !this.closed) {
-          const spare = join(this.dir, `spare-${this.spareNumber++}.wal-spare`);
+          const spare = this.nextSparePath();
           await rename(segment.path, spare);
           this.spares.push(spare);
           return;
@@ -665,9 +670,13 @@ export class WriteAheadLog {
     };
   }
 
-  /** Resolves once the appends made so far are durable or have failed. */
+  /**
+   * Resolves once the appends made so far are durable or have failed, and the segments released
+   * so far are kept as spares or deleted.
+   */
   async settled(): Promise<void> {
     while (this.writing) await this.writing;
+    await Promise.all(this.drops);
   }
 
   /** Waits for the writes under way; later appends fail. Deletes the log when nothing is pending. */

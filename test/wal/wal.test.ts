@@ -42,6 +42,16 @@ async function segments(dir: string): Promise<string[]> {
   return (await readdir(dir)).filter((n) => n.endsWith('.wal')).sort();
 }
 
+/** A log of 4 KiB segments holding 12 appends of 20 rows (three segments or more), none released. */
+async function rotatedLog(name: string): Promise<{ dir: string; wal: WriteAheadLog; logged: LoggedEntry[] }> {
+  const dir = join(root, name);
+  const { wal } = await WriteAheadLog.open(dir, { segmentBytes: 4096 });
+  await replayAll(wal);
+  const logged: LoggedEntry[] = [];
+  for (let i = 0; i < 12; i++) await wal.append([entry(20, i * 20)], (l) => logged.push(...l));
+  return { dir, wal, logged };
+}
+
 let root: string;
 before(async () => {
   root = await mkdtemp(join(tmpdir(), 'otelake-wal-'));
@@ -114,16 +124,12 @@ describe('WriteAheadLog', () => {
   });
 
   it('deletes a segment once all its rows are released, and the whole log on a clean close', async () => {
-    const dir = join(root, 'release');
-    const { wal } = await WriteAheadLog.open(dir, { segmentBytes: 4096 });
-    await replayAll(wal);
-    const logged: LoggedEntry[] = [];
-    for (let i = 0; i < 12; i++) await wal.append([entry(20, i * 20)], (l) => logged.push(...l));
+    const { dir, wal, logged } = await rotatedLog('release');
     const before = await segments(dir);
     assert.ok(before.length >= 3, `rotated into ${before.length} segments`);
     // Release all but the last entry: every closed segment goes, the active one stays.
     for (const e of logged.slice(0, -1)) wal.release(e.seq, e.batch.numRows);
-    await new Promise((r) => setTimeout(r, 50));
+    await wal.settled();
     const left = await segments(dir);
     assert.ok(left.length < before.length, `${left.length} segments left of ${before.length}`);
     assert.equal(wal.pendingRows, 20);
@@ -157,7 +163,7 @@ describe('WriteAheadLog', () => {
     assert.equal(wal.stats().spare_segments, 0);
     // Committed segments become spares (at most two) instead of being deleted.
     for (const e of logged) wal.release(e.seq, e.batch.numRows);
-    await new Promise((r) => setTimeout(r, 100));
+    await wal.settled();
     const spares = await spareFiles();
     assert.equal(spares.length, 2, `spares: ${spares}`);
     for (const n of spares) assert.ok((await stat(join(dir, n))).size >= segmentBytes);
@@ -221,15 +227,10 @@ describe('WriteAheadLog', () => {
   });
 
   it('releases a range of rows that spans records and segments', async () => {
-    const dir = join(root, 'span-release');
-    const { wal } = await WriteAheadLog.open(dir, { segmentBytes: 4096 });
-    await replayAll(wal);
-    const logged: LoggedEntry[] = [];
-    for (let i = 0; i < 12; i++) await wal.append([entry(20, i * 20)], (l) => logged.push(...l));
+    const { dir, wal, logged } = await rotatedLog('span-release');
     assert.ok(wal.stats().segments >= 3, `${wal.stats().segments} segments`);
     // One file's rows: every entry but the last, as one range.
     wal.release(logged[0]!.seq, 11 * 20);
-    await new Promise((r) => setTimeout(r, 50));
     assert.equal(wal.pendingRows, 20);
     assert.equal(wal.stats().segments, 1, 'only the segment of the last entry is left');
     wal.release(logged[11]!.seq, 20);
