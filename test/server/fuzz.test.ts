@@ -25,7 +25,12 @@ const SECONDS = Number(process.env['FUZZ_SECONDS'] ?? 8);
 const SEED = Number(process.env['FUZZ_SEED'] ?? Math.floor(Math.random() * 2 ** 31));
 const CLIENTS = 4;
 const BODY_LIMIT = 8 * 1024 * 1024;
-/** The server's RSS must stay below this (it idles at ~150 MiB; bodies are at most 8 MiB; 60 s runs peaked at 961 MiB). */
+/**
+ * The server's RSS must stay below this (it idles at ~150 MiB; bodies are at most 8 MiB). 8 s runs
+ * peaked at 620-750 MiB; 60 s runs at 1,411-1,795 MiB, when in-day compaction rewrote files holding
+ * many of the 4 MiB log bodies (polars allocated 77-123 MiB at once): its groups are bounded in
+ * rows, not bytes.
+ */
 const RSS_LIMIT_MIB = 1536;
 
 /** mulberry32: a small seeded generator, so that a failing run can be replayed. */
