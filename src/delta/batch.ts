@@ -171,7 +171,7 @@ function joinColumn(
 // the functions below read, expand and check them.
 
 /** The byte range [start, end) holding the value that repeat row `i` repeats. */
-function repeatedSpan(c: Utf8Data, i: number): [number, number] {
+export function repeatedSpan(c: Utf8Data, i: number): [number, number] {
   for (let j = i - 1; j >= 0; j--) {
     if ((c.valid !== null && c.valid[j] !== 1) || c.repeats?.[j] === 1) continue;
     return [c.offsets[j]!, c.offsets[j + 1]!];

@@ -1,8 +1,11 @@
-// Parquet files joined by copying their row groups as they are: no page is decoded or compressed
-// again, so an in-day compaction costs a file copy instead of a rewrite (a polars rewrite of 100k
-// span rows took ~1.2 µs of CPU per row: at 100k spans/s polars' threads took 18-20% of a core,
-// 9-10% with copies). Only the footer is written anew: the inputs' row groups in order, each
-// input's offsets moved by where its bytes now start.
+// Parquet files joined without decoding a page, so that an in-day compaction costs a file copy
+// instead of a rewrite (a polars rewrite of 100k span rows took ~1.2 µs of CPU per row: at 100k
+// spans/s polars' threads took 18-20% of a core, 9-10% with copies). Two ways:
+// - concatParquet copies the inputs' row groups as they are; only the footer is written anew,
+//   each input's offsets moved by where its bytes now start.
+// - mergeRowGroups joins small row groups of files this engine wrote (parquet-writer.ts) into
+//   larger ones, a column chunk being the pages of the inputs' chunks of that column one after
+//   another: those pages stand alone (no dictionary, no page index, each starting a row).
 //
 // File layout read and written (Parquet format): "PAR1", the column chunks (with anything a writer
 // puts between them), the page indexes (ColumnIndex, OffsetIndex), the FileMetaData footer, its
@@ -25,8 +28,13 @@ import {
   CM_DATA_PAGE_OFFSET,
   CM_DICTIONARY_PAGE_OFFSET,
   CM_INDEX_PAGE_OFFSET,
+  CM_NUM_VALUES,
+  CM_STATISTICS,
   CM_TOTAL_COMPRESSED,
+  CM_TOTAL_UNCOMPRESSED,
+  CM_TYPE,
   FMD_COLUMN_ORDERS,
+  FMD_CREATED_BY,
   FMD_ENCRYPTION,
   FMD_KEY_VALUE,
   FMD_NUM_ROWS,
@@ -36,11 +44,19 @@ import {
   MAGIC,
   OI_PAGE_LOCATIONS,
   PL_OFFSET,
+  PT_INT32,
+  PT_INT64,
   RG_COLUMNS,
   RG_FILE_OFFSET,
   RG_NUM_ROWS,
   RG_ORDINAL,
+  RG_TOTAL_BYTE_SIZE,
+  RG_TOTAL_COMPRESSED,
+  ST_MAX_VALUE,
+  ST_MIN_VALUE,
+  ST_NULL_COUNT,
 } from './parquet-format.ts';
+import { WRITER_CREATED_BY } from './parquet-writer.ts';
 import {
   decodeStruct,
   encodeStruct,
@@ -49,6 +65,11 @@ import {
   setInt,
   structField,
   structItems,
+  T_BINARY,
+  T_I16,
+  T_I64,
+  T_LIST,
+  T_STRUCT,
   ThriftError,
   type TList,
   type TStruct,
@@ -145,6 +166,12 @@ function schemaKey(meta: TStruct): Buffer {
   return Buffer.from(encodeStruct(kept));
 }
 
+/** Throws NotConcatenable unless every file has the first one's schema. */
+function checkSameSchema(files: readonly Input[]): void {
+  const key = schemaKey(files[0]!.meta);
+  for (const f of files) if (!schemaKey(f.meta).equals(key)) throw new NotConcatenable('different schemas');
+}
+
 /** Moves every data offset of a column chunk (and of its offset index) by `delta`. */
 function shiftChunk(cc: TStruct, offsetIndex: TStruct | null, delta: number): void {
   const fileOffset = intField(cc, CC_FILE_OFFSET);
@@ -173,13 +200,30 @@ export interface Concatenated {
  * among others when a row group has fewer than `minRowGroupRows` rows: joined files keep their
  * row groups, and many small ones would make a file slow to read.
  */
-export async function concatParquet(
+export function concatParquet(
   inputs: readonly string[],
   output: string,
   minRowGroupRows: number,
 ): Promise<Concatenated> {
+  return notConcatenableOnBadFile(() => join(inputs, output, minRowGroupRows));
+}
+
+/**
+ * Writes `inputs`, every one written by parquet-writer.ts, as one Parquet file at `output`
+ * (created, not replaced) whose row groups join the inputs' row groups, in order, into groups of
+ * up to `rowGroupSize` rows. Throws NotConcatenable (and leaves no output) for any other file.
+ */
+export function mergeRowGroups(
+  inputs: readonly string[],
+  output: string,
+  rowGroupSize: number,
+): Promise<Concatenated> {
+  return notConcatenableOnBadFile(() => merge(inputs, output, rowGroupSize));
+}
+
+async function notConcatenableOnBadFile(fn: () => Promise<Concatenated>): Promise<Concatenated> {
   try {
-    return await join(inputs, output, minRowGroupRows);
+    return await fn();
   } catch (err) {
     // A footer field of an unexpected type, wherever it is met: the files are rewritten instead.
     if (err instanceof ThriftError) throw new NotConcatenable(`unreadable footer: ${err.message}`);
@@ -195,8 +239,7 @@ async function join(
 ): Promise<Concatenated> {
   const files: Input[] = [];
   for (const path of inputs) files.push(await readInput(path, minRowGroupRows));
-  const key = schemaKey(files[0]!.meta);
-  for (const f of files) if (!schemaKey(f.meta).equals(key)) throw new NotConcatenable('different schemas');
+  checkSameSchema(files);
 
   const out = await open(output, 'wx');
   let written = false;
@@ -263,6 +306,157 @@ async function join(
     return { rows, rowGroups: groups.length };
   } finally {
     await out.close();
+    if (!written) await unlink(output).catch(() => {});
+  }
+}
+
+// --- merging row groups ------------------------------------------------------------------------
+
+/** Orders two min/max values of a column of this physical type; null for a type not compared here. */
+function comparer(type: number): ((a: Uint8Array, b: Uint8Array) => number) | null {
+  const buf = (x: Uint8Array) => Buffer.from(x.buffer, x.byteOffset, x.byteLength);
+  if (type === PT_INT32) return (a, b) => buf(a).readInt32LE() - buf(b).readInt32LE();
+  if (type === PT_INT64) {
+    return (a, b) => {
+      const d = buf(a).readBigInt64LE() - buf(b).readBigInt64LE();
+      return d < 0n ? -1 : d > 0n ? 1 : 0;
+    };
+  }
+  return null;
+}
+
+/** The statistics of chunks joined into one: null counts added, min and max of the mins and maxes. */
+function mergedStatistics(metas: readonly TStruct[]): TStruct | null {
+  const all = metas.map((m) => structField(m, CM_STATISTICS));
+  if (all.some((st) => st === undefined)) return null;
+  const stats = all as TStruct[];
+  const out: TStruct = [];
+  const nulls = stats.map((st) => intField(st, ST_NULL_COUNT));
+  if (nulls.every((n) => n !== undefined)) {
+    out.push({ id: ST_NULL_COUNT, type: T_I64, value: nulls.reduce((a, b) => a! + b!, 0)! });
+  }
+  const compare = comparer(intField(metas[0]!, CM_TYPE)!);
+  const pick = (id: number, better: (d: number) => boolean): Uint8Array | undefined => {
+    let best: Uint8Array | undefined;
+    for (const st of stats) {
+      const v = field(st, id)?.value as Uint8Array | undefined;
+      if (v !== undefined && (best === undefined || better(compare!(v, best)))) best = v;
+    }
+    return best;
+  };
+  // Chunks of only nulls have no min or max; the others' give the joined chunk's.
+  if (compare) {
+    const max = pick(ST_MAX_VALUE, (d) => d > 0);
+    const min = pick(ST_MIN_VALUE, (d) => d < 0);
+    if (max && min) {
+      out.push(
+        { id: ST_MAX_VALUE, type: T_BINARY, value: max },
+        { id: ST_MIN_VALUE, type: T_BINARY, value: min },
+      );
+    }
+  }
+  return out;
+}
+
+async function merge(inputs: readonly string[], output: string, rowGroupSize: number): Promise<Concatenated> {
+  const files: Input[] = [];
+  for (const path of inputs) {
+    const f = await readInput(path, 0);
+    const createdBy = Buffer.from((field(f.meta, FMD_CREATED_BY)?.value as Uint8Array) ?? []).toString();
+    if (!createdBy.startsWith(WRITER_CREATED_BY))
+      throw new NotConcatenable(`written by ${createdBy || 'unknown'}`);
+    for (const rg of rowGroups(f.meta)) {
+      for (const cc of chunks(rg)) {
+        const m = structField(cc, CC_META)!;
+        if ((intField(m, CM_DICTIONARY_PAGE_OFFSET) ?? 0) > 0 || f.indexes.get(cc)!.some((x) => x !== null))
+          throw new NotConcatenable('dictionary page or page index');
+      }
+    }
+    files.push(f);
+  }
+  checkSameSchema(files);
+
+  // Output row groups: runs of input row groups of up to rowGroupSize rows (at least one each).
+  const sources = files.flatMap((f, i) => rowGroups(f.meta).map((rg) => ({ file: i, rg })));
+  const plan: (typeof sources)[] = [];
+  let rows = 0;
+  for (const s of sources) {
+    const n = intField(s.rg, RG_NUM_ROWS)!;
+    const last = plan.at(-1);
+    const lastRows = last?.reduce((t, x) => t + intField(x.rg, RG_NUM_ROWS)!, 0) ?? 0;
+    if (last && lastRows + n <= rowGroupSize) last.push(s);
+    else plan.push([s]);
+    rows += n;
+  }
+
+  const handles = await Promise.all(files.map((f) => open(f.path, 'r')));
+  const out = await open(output, 'wx');
+  let written = false;
+  try {
+    let pos = 0;
+    const write = async (b: Uint8Array) => {
+      await out.write(b, 0, b.length, pos);
+      pos += b.length;
+    };
+    await write(MAGIC);
+    const groups: TStruct[] = [];
+    const columns = chunks(sources[0]!.rg).length;
+    for (const group of plan) {
+      const groupStart = pos;
+      const outChunks: TStruct[] = [];
+      let uncompressed = 0;
+      for (let c = 0; c < columns; c++) {
+        const start = pos;
+        const metas = group.map((s) => structField(chunks(s.rg)[c]!, CC_META)!);
+        let values = 0;
+        let chunkUncompressed = 0;
+        for (const [k, m] of metas.entries()) {
+          const at = intField(m, CM_DATA_PAGE_OFFSET)!;
+          await write(await readAt(handles[group[k]!.file]!, at, intField(m, CM_TOTAL_COMPRESSED)!));
+          values += intField(m, CM_NUM_VALUES)!;
+          chunkUncompressed += intField(m, CM_TOTAL_UNCOMPRESSED)!;
+        }
+        const stats = mergedStatistics(metas);
+        const meta: TStruct = metas[0]!
+          .filter((f) => f.id < CM_NUM_VALUES) // type, encodings, path, codec
+          .concat([
+            { id: CM_NUM_VALUES, type: T_I64, value: values },
+            { id: CM_TOTAL_UNCOMPRESSED, type: T_I64, value: chunkUncompressed },
+            { id: CM_TOTAL_COMPRESSED, type: T_I64, value: pos - start },
+            { id: CM_DATA_PAGE_OFFSET, type: T_I64, value: start },
+          ]);
+        if (stats) meta.push({ id: CM_STATISTICS, type: T_STRUCT, value: stats });
+        outChunks.push([
+          { id: CC_FILE_OFFSET, type: T_I64, value: start },
+          { id: CC_META, type: T_STRUCT, value: meta },
+        ]);
+        uncompressed += chunkUncompressed;
+      }
+      groups.push([
+        { id: RG_COLUMNS, type: T_LIST, value: { elemType: T_STRUCT, set: false, items: outChunks } },
+        { id: RG_TOTAL_BYTE_SIZE, type: T_I64, value: uncompressed },
+        { id: RG_NUM_ROWS, type: T_I64, value: group.reduce((t, x) => t + intField(x.rg, RG_NUM_ROWS)!, 0) },
+        { id: RG_FILE_OFFSET, type: T_I64, value: groupStart },
+        { id: RG_TOTAL_COMPRESSED, type: T_I64, value: pos - groupStart },
+        { id: RG_ORDINAL, type: T_I16, value: groups.length },
+      ]);
+    }
+    const meta = files[0]!.meta.map((f) => {
+      if (f.id === FMD_NUM_ROWS) return { ...f, value: rows };
+      if (f.id === FMD_ROW_GROUPS) return { ...f, value: { ...(f.value as TList), items: groups } };
+      return f;
+    });
+    const footer = encodeStruct(meta);
+    const tail = Buffer.alloc(8);
+    tail.writeUInt32LE(footer.length, 0);
+    MAGIC.copy(tail, 4);
+    await write(footer);
+    await write(tail);
+    written = true;
+    return { rows, rowGroups: groups.length };
+  } finally {
+    await out.close();
+    await Promise.all(handles.map((h) => h.close()));
     if (!written) await unlink(output).catch(() => {});
   }
 }

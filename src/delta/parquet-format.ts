@@ -1,5 +1,5 @@
 // Field numbers of the Parquet footer structs (parquet.thrift) that this engine reads or rewrites
-// in place (parquet-concat.ts, column-index.ts), and the magic bytes around a file.
+// (parquet-concat.ts, column-index.ts), and the magic bytes around a file.
 
 export const MAGIC = Buffer.from('PAR1');
 
@@ -9,12 +9,15 @@ export const FMD_SCHEMA = 2;
 export const FMD_NUM_ROWS = 3;
 export const FMD_ROW_GROUPS = 4;
 export const FMD_KEY_VALUE = 5;
+export const FMD_CREATED_BY = 6;
 export const FMD_COLUMN_ORDERS = 7;
 export const FMD_ENCRYPTION = 8;
 // RowGroup
 export const RG_COLUMNS = 1;
+export const RG_TOTAL_BYTE_SIZE = 2;
 export const RG_NUM_ROWS = 3;
 export const RG_FILE_OFFSET = 5;
+export const RG_TOTAL_COMPRESSED = 6;
 export const RG_ORDINAL = 7;
 // ColumnChunk
 export const CC_FILE_PATH = 1;
@@ -26,7 +29,9 @@ export const CC_COLUMN_INDEX_OFFSET = 6;
 export const CC_COLUMN_INDEX_LENGTH = 7;
 export const CC_CRYPTO = 8;
 // ColumnMetaData
+export const CM_TYPE = 1;
 export const CM_NUM_VALUES = 5;
+export const CM_TOTAL_UNCOMPRESSED = 6;
 export const CM_TOTAL_COMPRESSED = 7;
 export const CM_DATA_PAGE_OFFSET = 9;
 export const CM_INDEX_PAGE_OFFSET = 10;
@@ -42,3 +47,6 @@ export const ST_MIN_VALUE = 6;
 // OffsetIndex / PageLocation
 export const OI_PAGE_LOCATIONS = 1;
 export const PL_OFFSET = 1;
+// Physical types
+export const PT_INT32 = 1;
+export const PT_INT64 = 2;

@@ -1,16 +1,17 @@
-// Worker thread of the Delta engine: writes data files with polars (synchronous API, so a native
-// panic is a catchable error) and checkpoints with parquet-wasm, off the main event loop.
+// Worker thread of the Delta engine, off the main event loop: writes data files (parquet-writer.ts),
+// rewrites small files into one with polars in compaction (synchronous API, so a native panic is
+// a catchable error) and checkpoints with parquet-wasm.
 
 import { open, rename, stat, unlink } from 'node:fs/promises';
-import pl from 'nodejs-polars';
+import type pl from 'nodejs-polars';
 import type { ColumnDef, TableSchema } from '../schema/tables.ts';
 import { diskFullNote, fsyncPath } from '../storage/files.ts';
 import { exposeGc, ReturnedInput, serveTasks } from '../storage/worker-pool.ts';
 import { Arena, type Batches, joinBatches, transferables } from './batch.ts';
 import type { CheckpointContent } from './checkpoint.ts';
 import { dropUnsoundColumnIndexes } from './column-index.ts';
-import { batchFrame } from './frame.ts';
-import { concatParquet, NotConcatenable } from './parquet-concat.ts';
+import { type Concatenated, concatParquet, mergeRowGroups, NotConcatenable } from './parquet-concat.ts';
+import { writeParquetFile } from './parquet-writer.ts';
 import { computeStats, type FileStats } from './stats.ts';
 
 export interface WriteBatchTask {
@@ -23,17 +24,24 @@ export interface WriteBatchTask {
   fsync: boolean;
 }
 
-export interface CompactTask {
+/** How a compaction may join its inputs without rewriting their rows (else it rewrites them). */
+export interface JoinPlan {
+  /** Copy the inputs' row groups as they are (concatParquet) when each has at least this many rows. */
+  copyRowGroupsFrom: number | null;
+  /**
+   * Otherwise join them into row groups of up to `rowGroupSize` rows, page by page
+   * (mergeRowGroups: files of parquet-writer.ts only). The seal's OPTIMIZE rewrites instead:
+   * polars' larger pages and dictionaries make the day's files ~13% smaller.
+   */
+  mergeRowGroups: boolean;
+}
+
+export interface CompactTask extends JoinPlan {
   inputs: readonly string[];
   path: string;
   zstdLevel: number;
   rowGroupSize: number;
   fsync: boolean;
-  /**
-   * Copy the inputs' row groups as they are (concatParquet) when each has at least this many rows;
-   * otherwise, and when null, the rows are rewritten into row groups of `rowGroupSize`.
-   */
-  copyRowGroupsFrom: number | null;
 }
 
 export interface CompactedFile extends WrittenFile {
@@ -68,24 +76,35 @@ export interface WrittenBatch extends WrittenFile {
   stats: FileStats;
 }
 
-async function finished(path: string, fsync: boolean): Promise<WrittenFile> {
-  await dropUnsoundColumnIndexes(path);
+/** `polarsIndexes`: the file may hold column indexes polars wrote, which may be unsound. */
+async function finished(path: string, fsync: boolean, polarsIndexes: boolean): Promise<WrittenFile> {
+  if (polarsIndexes) await dropUnsoundColumnIndexes(path);
   // Synced before it is committed: a commit must never point at a file lost with the page cache.
   if (fsync) await fsyncPath(path);
   const st = await stat(path);
   return { size: st.size, modificationTime: Math.floor(st.mtimeMs) };
 }
 
-// Polars frees a frame's native memory only when V8 collects its JS wrapper, which the worker's
-// small heap rarely asks for: a young-generation collection after every ~50k rows written frees
-// the frames' buffers (peak server RSS 833 instead of 991-1036 MiB at 85k spans/s). Not after
-// every file: with 1,000-row files that was a collection per file, ~5% of library ingest.
+// A batch's buffers (transferred here) are freed only when V8 collects their JS wrappers, which the
+// worker's small heap rarely asks for: a young-generation collection after every ~50k rows written
+// frees them. Not after every file: with 1,000-row files that was a collection per file, ~5% of
+// library ingest.
 const collect = exposeGc();
 const COLLECT_EVERY_ROWS = 50_000;
 let rowsSinceCollect = 0;
 
-/** Where batch parts are joined; free again once a file's frame is written (before any await). */
+/** Where batch parts are joined; free again once a file is written (before any await). */
 const joinArena = new Arena();
+
+/** The files joined, or null when they cannot be joined that way. */
+async function orNull(join: () => Promise<Concatenated>): Promise<Concatenated | null> {
+  try {
+    return await join();
+  } catch (err) {
+    if (err instanceof NotConcatenable) return null;
+    throw err;
+  }
+}
 
 serveTasks({
   async writeBatch(task: WriteBatchTask) {
@@ -94,7 +113,7 @@ serveTasks({
       const names = task.columns.map((c) => c.name);
       const batch = joinBatches(task.batch, names, joinArena);
       const stats = computeStats(schema, batch);
-      sink(batchFrame(task.columns, batch), task.path, task.zstdLevel, task.rowGroupSize);
+      writeParquetFile(task.path, task.columns, batch, task);
       rowsSinceCollect += batch.numRows;
       if (rowsSinceCollect >= COLLECT_EVERY_ROWS) {
         collect('minor');
@@ -102,31 +121,35 @@ serveTasks({
       }
       // The batch is not handed back: once the file is synced, the file is the durable copy (a
       // failed commit is retried with it), and the buffers would only add GC work to the caller.
-      const written: WrittenBatch = { ...(await finished(task.path, task.fsync)), stats };
+      const written: WrittenBatch = { ...(await finished(task.path, task.fsync, false)), stats };
+      // Their memory goes back now, not at a collection of this worker's small heap, which the
+      // writer's few JS objects seldom bring on.
+      for (const b of transferables(task.batch)) b.transfer(0);
       return written;
     } catch (err) {
       // The batch came by transfer: hand its parts back so that the write can be retried.
-      // Polars reports a write that ran out of room as "Invalid thrift: transport error".
       const message = (err as Error).message + (await diskFullNote(task.path));
       throw new ReturnedInput(message, task.batch, transferables(task.batch));
     }
   },
 
   async compact(task: CompactTask): Promise<CompactedFile> {
-    if (task.copyRowGroupsFrom !== null) {
-      try {
-        const { rows } = await concatParquet(task.inputs, task.path, task.copyRowGroupsFrom);
-        return { ...(await finished(task.path, task.fsync)), rows };
-      } catch (err) {
-        if (!(err instanceof NotConcatenable)) throw err;
-      }
-    }
+    // Without decoding a page where the inputs allow it: their row groups copied when large
+    // enough, else joined into larger ones if this engine wrote them; else a rewrite.
+    const joined =
+      (task.copyRowGroupsFrom !== null &&
+        (await orNull(() => concatParquet(task.inputs, task.path, task.copyRowGroupsFrom!)))) ||
+      (task.mergeRowGroups &&
+        (await orNull(() => mergeRowGroups(task.inputs, task.path, task.rowGroupSize))));
+    if (joined) return { ...(await finished(task.path, task.fsync, true)), rows: joined.rows };
+    // Loaded by the first rewrite: a worker that only writes new files never needs it.
+    const { default: pl } = await import('nodejs-polars');
     const scans = task.inputs.map((p) => pl.scanParquet(p));
     const frame = scans.length === 1 ? scans[0]! : pl.concat(scans);
     sink(frame, task.path, task.zstdLevel, task.rowGroupSize);
     // The row count read back from the written file's footer checks the compaction.
     const rows = pl.scanParquet(task.path).select(pl.len()).collectSync().getColumn('len');
-    return { ...(await finished(task.path, task.fsync)), rows: Number(rows.getIndex(0)) };
+    return { ...(await finished(task.path, task.fsync, true)), rows: Number(rows.getIndex(0)) };
   },
 
   async writeCheckpoint(task: CheckpointTask): Promise<{ sizeInBytes: number; actions: number }> {

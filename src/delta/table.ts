@@ -52,6 +52,7 @@ import type {
   CheckpointTask,
   CompactedFile,
   CompactTask,
+  JoinPlan,
   WriteBatchTask,
   WrittenBatch,
 } from './parquet-worker.ts';
@@ -927,7 +928,7 @@ export class DeltaTable {
     this.compacting = true;
     this.background(
       this.serialCompaction(() =>
-        this.compactGroups([inputs], 'OPTIMIZE', { auto: 'true' }, this.copyRowGroupsFrom(inputs)),
+        this.compactGroups([inputs], 'OPTIMIZE', { auto: 'true' }, this.joinPlan(inputs)),
       ).finally(() => {
         this.compacting = false;
         this.maybeCompact();
@@ -946,7 +947,7 @@ export class DeltaTable {
       if (!inputs) return;
       await this.track(
         this.serialCompaction(() =>
-          this.compactGroups([inputs], 'OPTIMIZE', { auto: 'true' }, this.copyRowGroupsFrom(inputs)),
+          this.compactGroups([inputs], 'OPTIMIZE', { auto: 'true' }, this.joinPlan(inputs)),
         ),
       );
     }
@@ -988,21 +989,27 @@ export class DeltaTable {
     return run;
   }
 
-  /** The row group size from which `inputs` may be copied, or null when one file is too small for it. */
-  private copyRowGroupsFrom(inputs: readonly AddFile[]): number | null {
+  /**
+   * How an in-day compaction may join `inputs` without a rewrite: the row group size from which
+   * they may be copied (null when one file is too small for it); their row groups may be merged.
+   */
+  private joinPlan(inputs: readonly AddFile[]): JoinPlan {
     const from = this.opts.autoCompact?.copyRowGroupsFrom ?? DEFAULT_COPY_ROW_GROUPS_FROM;
-    return inputs.every((f) => f.numRecords >= from) ? from : null;
+    return {
+      copyRowGroupsFrom: inputs.every((f) => f.numRecords >= from) ? from : null,
+      mergeRowGroups: true,
+    };
   }
 
   /**
-   * Rewrites each group of files as one file; all groups in one OPTIMIZE commit. With
-   * `copyRowGroupsFrom` (see DeltaOptions.autoCompact) the row groups may be copied instead.
+   * Rewrites each group of files as one file; all groups in one OPTIMIZE commit. With a join
+   * `plan` (in-day compaction) the row groups may be copied or merged instead (see CompactTask).
    */
   private async compactGroups(
     groups: AddFile[][],
     operation: string,
     params: Record<string, string>,
-    copyRowGroupsFrom: number | null = null,
+    plan: JoinPlan = { copyRowGroupsFrom: null, mergeRowGroups: false },
   ): Promise<OptimizeResult> {
     const outputs = groups.map(() => `part-${randomUUID()}.zstd.parquet`);
     for (const o of outputs) this.inFlight.add(o);
@@ -1015,7 +1022,7 @@ export class DeltaTable {
             zstdLevel: this.opts.zstdLevel,
             rowGroupSize: this.opts.rowGroupSize,
             fsync: this.opts.fsync,
-            copyRowGroupsFrom,
+            ...plan,
           };
           return deltaPool().run<CompactedFile>('compact', task);
         }),

@@ -5,12 +5,12 @@
 export const T_BOOL_TRUE = 1;
 export const T_BOOL_FALSE = 2;
 const T_BYTE = 3;
-const T_I16 = 4;
-const T_I32 = 5;
-const T_I64 = 6;
+export const T_I16 = 4;
+export const T_I32 = 5;
+export const T_I64 = 6;
 const T_DOUBLE = 7;
-const T_BINARY = 8;
-const T_LIST = 9;
+export const T_BINARY = 8;
+export const T_LIST = 9;
 const T_SET = 10;
 const T_MAP = 11;
 export const T_STRUCT = 12;

@@ -1,15 +1,16 @@
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import pl from 'nodejs-polars';
 import { batchFromRows } from '../../src/delta/batch.ts';
-import { concatParquet, NotConcatenable } from '../../src/delta/parquet-concat.ts';
+import { concatParquet, mergeRowGroups, NotConcatenable } from '../../src/delta/parquet-concat.ts';
 import { closeDeltaWorkers, DeltaTable } from '../../src/delta/table.ts';
 import {
   decodeStruct,
   encodeStruct,
+  field,
   intField,
   listField,
   structField,
@@ -129,55 +130,82 @@ test('footers of the data files the engine writes encode back to their own bytes
   }
 });
 
-test('concatParquet copies the row groups of its inputs, in order, with their offsets moved', async () => {
-  // metrics_hist has lists, doubles (NaN, infinities), longs, timestamps and nulls.
-  const inputs = await dataFiles('metrics_hist', [150, 70, 260], 64);
-  const output = join(tempDir(), 'joined.parquet');
-  const result = await concatParquet(inputs, output, 1);
-
-  const groupsIn = inputs.map((p) => rowGroupsOf(footerOf(p).meta));
-  assert.deepEqual(result, { rows: 480, rowGroups: groupsIn.flat().length });
-  assert.ok(
-    frameOf([output], 'metrics_hist').frameEqual(frameOf(inputs, 'metrics_hist'), true),
-    'same rows in the same order',
-  );
-  assert.deepEqual(readRows([output], SCHEMAS.metrics_hist), readRows(inputs, SCHEMAS.metrics_hist));
-
-  const out = readFileSync(output);
-  const { meta } = footerOf(output);
-  assert.equal(intField(meta, 3), 480);
-  const groupsOut = rowGroupsOf(meta);
-  const chunksIn = groupsIn.flatMap((groups, f) => groups.flatMap((g) => chunksOf(g).map((c) => ({ c, f }))));
-  const chunksOut = groupsOut.flatMap(chunksOf);
-  assert.equal(chunksOut.length, chunksIn.length);
-  groupsOut.forEach((g, i) => {
-    assert.equal(intField(g, 7), i, 'ordinal');
-    assert.equal(intField(g, 5), chunkRange(chunksOf(g)[0]!)[0], 'row group offset at its first chunk');
+/** Copies of `paths` written by polars (as compaction rewrites files), with page indexes. */
+function polarsCopies(paths: readonly string[], rowGroupSize: number): string[] {
+  const dir = tempDir();
+  return paths.map((p, i) => {
+    const copy = join(dir, `polars-${i}.parquet`);
+    pl.scanParquet(p)
+      .sinkParquet(copy, { compression: 'zstd', statistics: true, rowGroupSize })
+      .collectSync();
+    return copy;
   });
-  chunksOut.forEach((chunk, i) => {
-    const [start, length] = chunkRange(chunk);
-    const [inStart] = chunkRange(chunksIn[i]!.c);
-    const source = readFileSync(inputs[chunksIn[i]!.f]!);
-    assert.deepEqual(out.subarray(start, start + length), source.subarray(inStart, inStart + length));
-    // The offset index names the chunk's pages at their new place, the same distance into the chunk.
-    const inChunk = chunksIn[i]!.c;
-    const pagesOf = (file: Buffer, c: TStruct, chunkStart: number) => {
-      const oi = decodeStruct(file.subarray(intField(c, 4)!, intField(c, 4)! + intField(c, 5)!));
-      return (listField(oi, 1)!.items as TStruct[]).map((p) => [
-        intField(p, 1)! - chunkStart,
-        intField(p, 2),
-      ]);
-    };
-    const pages = pagesOf(out, chunk, start);
-    assert.deepEqual(pages, pagesOf(source, inChunk, inStart));
-    assert.equal(pages[0]![0]! + start, intField(structField(chunk, 3)!, 9), 'first page is the data page');
-    const ci = out.subarray(intField(chunk, 6)!, intField(chunk, 6)! + intField(chunk, 7)!);
-    assert.deepEqual(
-      ci,
-      source.subarray(intField(inChunk, 6)!, intField(inChunk, 6)! + intField(inChunk, 7)!),
+}
+
+for (const writer of ['the engine', 'polars']) {
+  test(`concatParquet copies the row groups of its inputs (written by ${writer}), in order, with their offsets moved`, async () => {
+    // metrics_hist has lists, doubles (NaN, infinities), longs, timestamps and nulls.
+    const engineFiles = await dataFiles('metrics_hist', [150, 70, 260], 64);
+    const inputs = writer === 'polars' ? polarsCopies(engineFiles, 64) : engineFiles;
+    const output = join(tempDir(), 'joined.parquet');
+    const result = await concatParquet(inputs, output, 1);
+
+    const groupsIn = inputs.map((p) => rowGroupsOf(footerOf(p).meta));
+    assert.deepEqual(result, { rows: 480, rowGroups: groupsIn.flat().length });
+    assert.ok(
+      frameOf([output], 'metrics_hist').frameEqual(frameOf(inputs, 'metrics_hist'), true),
+      'same rows in the same order',
     );
+    assert.deepEqual(readRows([output], SCHEMAS.metrics_hist), readRows(inputs, SCHEMAS.metrics_hist));
+
+    const out = readFileSync(output);
+    const { meta } = footerOf(output);
+    assert.equal(intField(meta, 3), 480);
+    const groupsOut = rowGroupsOf(meta);
+    const chunksIn = groupsIn.flatMap((groups, f) =>
+      groups.flatMap((g) => chunksOf(g).map((c) => ({ c, f }))),
+    );
+    const chunksOut = groupsOut.flatMap(chunksOf);
+    assert.equal(chunksOut.length, chunksIn.length);
+    groupsOut.forEach((g, i) => {
+      assert.equal(intField(g, 7), i, 'ordinal');
+      assert.equal(intField(g, 5), chunkRange(chunksOf(g)[0]!)[0], 'row group offset at its first chunk');
+    });
+    chunksOut.forEach((chunk, i) => {
+      const [start, length] = chunkRange(chunk);
+      const [inStart] = chunkRange(chunksIn[i]!.c);
+      const source = readFileSync(inputs[chunksIn[i]!.f]!);
+      assert.deepEqual(out.subarray(start, start + length), source.subarray(inStart, inStart + length));
+      // The offset index names the chunk's pages at their new place, the same distance into the chunk.
+      const inChunk = chunksIn[i]!.c;
+      // The engine writes no page indexes; polars does, and the output must carry them moved.
+      assert.equal(
+        intField(inChunk, 4) !== undefined,
+        writer === 'polars',
+        'an offset index iff polars wrote it',
+      );
+      if (writer !== 'polars') {
+        assert.equal(intField(chunk, 4), undefined);
+        return;
+      }
+      const pagesOf = (file: Buffer, c: TStruct, chunkStart: number) => {
+        const oi = decodeStruct(file.subarray(intField(c, 4)!, intField(c, 4)! + intField(c, 5)!));
+        return (listField(oi, 1)!.items as TStruct[]).map((p) => [
+          intField(p, 1)! - chunkStart,
+          intField(p, 2),
+        ]);
+      };
+      const pages = pagesOf(out, chunk, start);
+      assert.deepEqual(pages, pagesOf(source, inChunk, inStart));
+      assert.equal(pages[0]![0]! + start, intField(structField(chunk, 3)!, 9), 'first page is the data page');
+      const ci = out.subarray(intField(chunk, 6)!, intField(chunk, 6)! + intField(chunk, 7)!);
+      assert.deepEqual(
+        ci,
+        source.subarray(intField(inChunk, 6)!, intField(inChunk, 6)! + intField(inChunk, 7)!),
+      );
+    });
   });
-});
+}
 
 test('concatParquet refuses files it cannot join, and leaves no output', async () => {
   const spans = await dataFiles('spans', [100, 100], 50);
@@ -203,7 +231,7 @@ test('concatParquet refuses files it cannot join, and leaves no output', async (
   assert.deepEqual(await concatParquet(spans, output, 50), { rows: 200, rowGroups: 4 });
 });
 
-test('in-day compaction copies row groups of copyRowGroupsFrom rows or more, rewrites smaller', async () => {
+test('in-day compaction copies row groups of copyRowGroupsFrom rows or more, merges smaller', async () => {
   const schema = SCHEMAS.spans;
   for (const [from, copied] of [
     [100, true],
@@ -227,4 +255,85 @@ test('in-day compaction copies row groups of copyRowGroupsFrom rows or more, rew
     assert.equal(t.rowCount(), 300);
     assert.deepEqual(readRows([path!], schema), sortRows(rows.map((r) => rowToJson(schema, r))));
   }
+});
+
+test('mergeRowGroups joins small row groups of files the engine wrote into larger ones', async () => {
+  // metrics_hist has lists, doubles (NaN, infinities), longs, timestamps and nulls.
+  const inputs = await dataFiles('metrics_hist', [150, 70, 260], 64);
+  const output = join(tempDir(), 'merged.parquet');
+  // Row groups of 64, 64, 22 | 64, 6 | 64, 64, 64, 64, 4 rows, joined in order into groups of up
+  // to 200 rows.
+  assert.deepEqual(await mergeRowGroups(inputs, output, 200), { rows: 480, rowGroups: 3 });
+  assert.ok(
+    frameOf([output], 'metrics_hist').frameEqual(frameOf(inputs, 'metrics_hist'), true),
+    'same rows in the same order',
+  );
+  const groups = rowGroupsOf(footerOf(output).meta);
+  assert.deepEqual(
+    groups.map((g) => intField(g, 3)),
+    [150, 198, 132],
+  );
+  // Each joined chunk's statistics are those of its rows: null count, and min and max of longs.
+  const all = frameOf([output], 'metrics_hist');
+  let at = 0;
+  for (const g of groups) {
+    const n = intField(g, 3)!;
+    const rows = all.slice(at, n);
+    at += n;
+    for (const [i, cc] of chunksOf(g).entries()) {
+      const { name, type } = SCHEMAS.metrics_hist.columns[i]!;
+      const stats = structField(structField(cc, 3)!, 12);
+      // The writer gives lists no statistics (see parquet-writer.ts).
+      assert.equal(stats === undefined, typeof type !== 'string', name);
+      if (stats === undefined) continue;
+      assert.equal(intField(stats, 3), rows.getColumn(name).nullCount(), `${name} null count`);
+      if (name !== 'count') continue;
+      // As strings: polars hands int64 values over as numbers, losing digits.
+      const values = (rows.getColumn(name).cast(pl.Utf8).dropNulls().toArray() as string[]).map(BigInt);
+      const le = (f: number) => Buffer.from(field(stats, f)!.value as Uint8Array).readBigInt64LE();
+      const sorted = values.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+      assert.equal(le(5), sorted.at(-1), 'max');
+      assert.equal(le(6), sorted[0], 'min');
+    }
+  }
+});
+
+test('mergeRowGroups refuses files the engine did not write, and leaves no output', async () => {
+  const spans = await dataFiles('spans', [100, 100], 50);
+  const logs = await dataFiles('logs', [100], 50, 2);
+  for (const [label, inputs] of [
+    ['written by polars', [spans[0]!, ...polarsCopies([spans[1]!], 50)]],
+    ['different schemas', [spans[0]!, logs[0]!]],
+  ] as const) {
+    const output = join(tempDir(), 'out.parquet');
+    await assert.rejects(mergeRowGroups(inputs, output, 1000), NotConcatenable, label);
+    assert.equal(existsSync(output), false, label);
+  }
+});
+
+test('in-day compaction rewrites files another writer wrote', async () => {
+  const schema = SCHEMAS.spans;
+  const t = await DeltaTable.createOrOpen(join(tempDir(), 'spans'), schema, {
+    autoCompact: { minFiles: 3, smallFileRows: 1000 },
+    fsync: false,
+  });
+  const rows = [];
+  for (let i = 0; i < 3; i++) {
+    const batch = makeRows(schema, 100, 50 + i, i * 100);
+    rows.push(...batch);
+    await t.append(batchFromRows(schema, batch));
+    // The first two files as polars writes them (an older version of the engine did).
+    if (i === 0) {
+      const [path] = t.liveFilePaths();
+      const [copy] = polarsCopies([path!], 1000);
+      renameSync(copy!, path!);
+    }
+  }
+  await t.close();
+  assert.deepEqual(t.backgroundErrors, []);
+  assert.equal(t.files.length, 1, 'the three files were compacted');
+  const [path] = t.liveFilePaths();
+  const createdBy = Buffer.from(field(footerOf(path!).meta, 6)!.value as Uint8Array).toString();
+  assert.match(createdBy, /^Polars/, 'rewritten by polars');
+  assert.deepEqual(readRows([path!], schema), sortRows(rows.map((r) => rowToJson(schema, r))));
 });

@@ -1,0 +1,530 @@
+// Writes a ColumnBatch as a Parquet file, straight from its buffers: each column chunk is encoded
+// page by page (levels run-length encoded, values PLAIN), compressed with node's zstd and written
+// before the next is made. Polars wrote these files before, through an Arrow stream and a frame
+// (three copies of the rows) on streaming threads whose malloc arenas stayed at 56-63 MiB each;
+// this holds the batch and one page. Polars still rewrites files in compaction.
+//
+// The schema is the one polars wrote (every column optional, lists as
+// `optional group (LIST) { repeated group list { optional element } }`), so that files of both
+// writers read alike and in-day compaction can copy their row groups into one file.
+
+import { closeSync, openSync, writeSync } from 'node:fs';
+import { constants, zstdCompressSync } from 'node:zlib';
+import type { ColumnDef } from '../schema/tables.ts';
+import { VERSION } from '../version.ts';
+import { type ColumnBatch, type ColumnData, repeatedSpan, type Utf8Data, utf8Of } from './batch.ts';
+import { MAGIC } from './parquet-format.ts';
+import {
+  encodeStruct,
+  T_BINARY,
+  T_BOOL_TRUE,
+  T_I16,
+  T_I32,
+  T_I64,
+  T_LIST,
+  T_STRUCT,
+  type TField,
+  type TStruct,
+} from './thrift.ts';
+
+// parquet.thrift enums
+const TYPE = { BOOLEAN: 0, INT32: 1, INT64: 2, DOUBLE: 5, BYTE_ARRAY: 6 } as const;
+const OPTIONAL = 1;
+const REPEATED = 2;
+const CONVERTED_UTF8 = 0;
+const CONVERTED_LIST = 3;
+const ENCODING_PLAIN = 0;
+const ENCODING_RLE = 3;
+const CODEC_ZSTD = 6;
+const DATA_PAGE = 0;
+
+/** How the files of this writer name it (FileMetaData.created_by); parquet-concat.ts looks for it. */
+export const WRITER_CREATED_BY = 'otelake version ';
+
+/** A page holds at most this many uncompressed bytes of values (readers expect pages of ~1 MiB). */
+const PAGE_BYTES = 1 << 20;
+
+export interface ParquetWriteOptions {
+  zstdLevel: number;
+  rowGroupSize: number;
+}
+
+// --- thrift helpers --------------------------------------------------------------------------
+
+const i32 = (id: number, value: number): TField => ({ id, type: T_I32, value });
+const i64 = (id: number, value: number | bigint): TField => ({ id, type: T_I64, value });
+const bin = (id: number, value: Uint8Array | string): TField => ({
+  id,
+  type: T_BINARY,
+  value: typeof value === 'string' ? Buffer.from(value) : value,
+});
+const struct = (id: number, value: TStruct): TField => ({ id, type: T_STRUCT, value });
+const list = (id: number, elemType: number, items: TField['value'][]): TField => ({
+  id,
+  type: T_LIST,
+  value: { elemType, set: false, items },
+});
+
+// --- the schema --------------------------------------------------------------------------------
+
+function physicalType(def: ColumnDef): number {
+  const t = typeof def.type === 'string' ? def.type : def.type.list;
+  switch (t) {
+    case 'string':
+      return TYPE.BYTE_ARRAY;
+    case 'integer':
+      return TYPE.INT32;
+    case 'double':
+      return TYPE.DOUBLE;
+    case 'boolean':
+      return TYPE.BOOLEAN;
+    default:
+      return TYPE.INT64; // long, timestamp
+  }
+}
+
+/** SchemaElements of a column: one leaf, or the three levels of a list. */
+function schemaElements(def: ColumnDef): TStruct[] {
+  const type = physicalType(def);
+  if (typeof def.type !== 'string') {
+    return [
+      [
+        i32(3, OPTIONAL),
+        bin(4, def.name),
+        i32(5, 1),
+        i32(6, CONVERTED_LIST),
+        struct(10, [struct(3, [])]), // LogicalType.LIST
+      ],
+      [i32(3, REPEATED), bin(4, 'list'), i32(5, 1)],
+      [i32(1, type), i32(3, OPTIONAL), bin(4, 'element')],
+    ];
+  }
+  const leaf: TStruct = [i32(1, type), i32(3, OPTIONAL), bin(4, def.name)];
+  if (def.type === 'string') leaf.push(i32(6, CONVERTED_UTF8), struct(10, [struct(1, [])])); // STRING
+  if (def.type === 'timestamp') {
+    // TIMESTAMP(isAdjustedToUTC = true, unit = MICROS)
+    leaf.push(struct(10, [struct(8, [{ id: 1, type: T_BOOL_TRUE, value: 1 }, struct(2, [struct(2, [])])])]));
+  }
+  return [leaf];
+}
+
+function pathInSchema(def: ColumnDef): string[] {
+  return typeof def.type === 'string' ? [def.name] : [def.name, 'list', 'element'];
+}
+
+// --- byte buffers ------------------------------------------------------------------------------
+
+/** A growable byte buffer, kept from page to page. */
+class Bytes {
+  buf = new Uint8Array(1 << 16);
+  view = new DataView(this.buf.buffer);
+  pos = 0;
+
+  room(n: number): void {
+    if (this.pos + n <= this.buf.length) return;
+    const next = new Uint8Array(Math.max(this.buf.length * 2, this.pos + n));
+    next.set(this.buf.subarray(0, this.pos));
+    this.buf = next;
+    this.view = new DataView(next.buffer);
+  }
+
+  byte(b: number): void {
+    this.room(1);
+    this.buf[this.pos++] = b;
+  }
+
+  varint(v: number): void {
+    this.room(5);
+    while (v >= 0x80) {
+      this.buf[this.pos++] = (v & 0x7f) | 0x80;
+      v >>>= 7;
+    }
+    this.buf[this.pos++] = v;
+  }
+
+  u32(v: number): void {
+    this.room(4);
+    this.view.setUint32(this.pos, v, true);
+    this.pos += 4;
+  }
+
+  raw(b: Uint8Array): void {
+    this.room(b.length);
+    this.buf.set(b, this.pos);
+    this.pos += b.length;
+  }
+
+  bytes(): Uint8Array {
+    return this.buf.subarray(0, this.pos);
+  }
+}
+
+/**
+ * Levels in the RLE/bit-packed hybrid encoding, as RLE runs only (every value fits a byte here),
+ * behind the 4-byte length of a v1 data page.
+ */
+class LevelRuns {
+  private value = -1;
+  private count = 0;
+  private readonly out: Bytes;
+  private readonly lengthAt: number;
+
+  constructor(out: Bytes) {
+    this.out = out;
+    out.u32(0);
+    this.lengthAt = out.pos;
+  }
+
+  push(level: number): void {
+    if (level === this.value) this.count++;
+    else {
+      this.flush();
+      this.value = level;
+      this.count = 1;
+    }
+  }
+
+  /** Adds `n` of the same level. */
+  pushRun(level: number, n: number): void {
+    if (n === 0) return;
+    if (level !== this.value) {
+      this.flush();
+      this.value = level;
+      this.count = 0;
+    }
+    this.count += n;
+  }
+
+  end(): void {
+    this.flush();
+    this.out.view.setUint32(this.lengthAt - 4, this.out.pos - this.lengthAt, true);
+  }
+
+  private flush(): void {
+    if (this.count === 0) return;
+    // A run's length can exceed 2^31 only in theory; varint takes what a page can hold.
+    this.out.varint(this.count * 2);
+    this.out.byte(this.value);
+    this.count = 0;
+  }
+}
+
+// --- column chunks ---------------------------------------------------------------------------
+
+/** One column's data in a writer-friendly form (a `string` column encoded to UTF-8 first). */
+type Encodable = Exclude<ColumnData, { kind: 'string' }>;
+
+interface ChunkStats {
+  nulls: number;
+  min: Uint8Array | null;
+  max: Uint8Array | null;
+}
+
+/** Byte range of each non-null row in [from, to) of a utf8 column: its own, or the one it repeats. */
+function utf8Spans(col: Utf8Data, from: number, to: number, emit: (a: number, b: number) => void): void {
+  const { offsets, valid, repeats } = col;
+  let a = 0;
+  let b = 0;
+  let held = false; // a and b hold the value a repeat row repeats
+  for (let i = from; i < to; i++) {
+    if (valid !== null && valid[i] !== 1) continue;
+    if (repeats?.[i] !== 1) {
+      a = offsets[i]!;
+      b = offsets[i + 1]!;
+      held = true;
+    } else if (!held) {
+      // A page's first value repeats one from before the page.
+      [a, b] = repeatedSpan(col, i);
+      held = true;
+    }
+    emit(a, b);
+  }
+}
+
+/** Definition levels and PLAIN values of rows [from, to) of a flat column. */
+function encodeFlat(col: Encodable, from: number, to: number, out: Bytes, stats: ChunkStats): number {
+  const valid = 'valid' in col ? col.valid : null;
+  const levels = new LevelRuns(out);
+  if (valid === null) levels.pushRun(1, to - from);
+  else for (let i = from; i < to; i++) levels.push(valid[i] === 1 ? 1 : 0);
+  levels.end();
+  const present = (i: number) => valid === null || valid[i] === 1;
+  switch (col.kind) {
+    case 'utf8': {
+      const src = col.bytes;
+      utf8Spans(col, from, to, (a, b) => {
+        out.u32(b - a);
+        out.room(b - a);
+        out.buf.set(src.subarray(a, b), out.pos);
+        out.pos += b - a;
+      });
+      break;
+    }
+    case 'boolean': {
+      let bits = 0;
+      let k = 0;
+      for (let i = from; i < to; i++) {
+        if (!present(i)) continue;
+        if (col.values[i] === 1) bits |= 1 << k;
+        if (++k === 8) {
+          out.byte(bits);
+          bits = 0;
+          k = 0;
+        }
+      }
+      if (k > 0) out.byte(bits);
+      break;
+    }
+    case 'long':
+    case 'timestamp':
+    case 'integer':
+    case 'double': {
+      const width = col.values.BYTES_PER_ELEMENT;
+      const bytes = new Uint8Array(col.values.buffer, col.values.byteOffset, col.values.byteLength);
+      if (valid === null) out.raw(bytes.subarray(from * width, to * width));
+      else {
+        out.room((to - from) * width);
+        for (let i = from; i < to; i++) {
+          if (valid[i] !== 1) continue;
+          out.buf.set(bytes.subarray(i * width, (i + 1) * width), out.pos);
+          out.pos += width;
+        }
+      }
+      if (col.kind !== 'double') rangeStats(col.values, valid, from, to, stats);
+      break;
+    }
+    default:
+      throw new Error(`not a flat column: ${col.kind}`);
+  }
+  let nulls = 0;
+  if (valid !== null) for (let i = from; i < to; i++) if (valid[i] !== 1) nulls++;
+  stats.nulls += nulls;
+  return to - from;
+}
+
+/** Folds the min and max of the valid values in [from, to) into `stats` (little-endian bytes). */
+function rangeStats(
+  values: BigInt64Array | Int32Array,
+  valid: Uint8Array | null,
+  from: number,
+  to: number,
+  stats: ChunkStats,
+): void {
+  let min: bigint | number | null = null;
+  let max: bigint | number | null = null;
+  for (let i = from; i < to; i++) {
+    if (valid !== null && valid[i] !== 1) continue;
+    const v = values[i]!;
+    if (min === null || v < min) min = v;
+    if (max === null || v > max) max = v;
+  }
+  if (min === null || max === null) return;
+  const enc = (v: bigint | number): Uint8Array => {
+    const b = Buffer.alloc(values.BYTES_PER_ELEMENT);
+    if (typeof v === 'bigint') b.writeBigInt64LE(v);
+    else b.writeInt32LE(v);
+    return b;
+  };
+  const dec = (b: Uint8Array): bigint | number =>
+    typeof min === 'bigint' ? Buffer.from(b).readBigInt64LE() : Buffer.from(b).readInt32LE();
+  if (stats.min === null || min < dec(stats.min)) stats.min = enc(min);
+  if (stats.max === null || max > dec(stats.max)) stats.max = enc(max);
+}
+
+/**
+ * Repetition and definition levels and PLAIN element values of rows [from, to) of a list column:
+ * a null list is defined to 0, an empty one to 1, an element to 3 (the element is optional in the
+ * schema, never null here). Returns the number of level entries.
+ */
+function encodeList(
+  col: Extract<ColumnData, { kind: 'list_long' | 'list_double' }>,
+  from: number,
+  to: number,
+  out: Bytes,
+  stats: ChunkStats,
+): number {
+  let entries = 0;
+  const reps = new LevelRuns(out);
+  for (let i = from; i < to; i++) {
+    const v = col.values[i];
+    const n = v ? v.length : 0;
+    reps.push(0);
+    reps.pushRun(1, Math.max(0, n - 1));
+    entries += Math.max(1, n);
+  }
+  reps.end();
+  const defs = new LevelRuns(out);
+  for (let i = from; i < to; i++) {
+    const v = col.values[i];
+    if (!v) {
+      defs.push(0);
+      stats.nulls++;
+    } else if (v.length === 0) defs.push(1);
+    else defs.pushRun(3, v.length);
+  }
+  defs.end();
+  for (let i = from; i < to; i++) {
+    const v = col.values[i];
+    if (v && v.length > 0) out.raw(new Uint8Array(v.buffer, v.byteOffset, v.byteLength));
+  }
+  return entries;
+}
+
+/** Rough uncompressed bytes of a row in [from, to) of this column, to size pages. */
+function rowBytes(col: Encodable, from: number, to: number): number {
+  switch (col.kind) {
+    case 'utf8':
+      // Repeat rows store no bytes of their own: an underestimate where they are many.
+      return (col.offsets[to]! - col.offsets[from]!) / (to - from) + 4;
+    case 'list_long':
+    case 'list_double': {
+      let n = 0;
+      for (let i = from; i < to; i++) n += col.values[i]?.length ?? 0;
+      return (n * 8) / (to - from) + 2;
+    }
+    default:
+      return 8;
+  }
+}
+
+interface WrittenChunk {
+  start: number;
+  meta: TStruct;
+  uncompressed: number;
+  compressed: number;
+}
+
+class FileOut {
+  pos = 0;
+  readonly fd: number;
+  constructor(fd: number) {
+    this.fd = fd;
+  }
+  write(b: Uint8Array): void {
+    let done = 0;
+    while (done < b.length) done += writeSync(this.fd, b, done, b.length - done);
+    this.pos += b.length;
+  }
+}
+
+const page = new Bytes();
+
+function writeColumnChunk(
+  out: FileOut,
+  def: ColumnDef,
+  col: Encodable,
+  from: number,
+  to: number,
+  zstdLevel: number,
+): WrittenChunk {
+  const start = out.pos;
+  const stats: ChunkStats = { nulls: 0, min: null, max: null };
+  const perPage = Math.max(1, Math.floor(PAGE_BYTES / rowBytes(col, from, to)));
+  let values = 0;
+  let uncompressed = 0;
+  const zstd = { params: { [constants.ZSTD_c_compressionLevel]: zstdLevel } };
+  for (let a = from; a < to; a += perPage) {
+    const b = Math.min(to, a + perPage);
+    page.pos = 0;
+    const n =
+      col.kind === 'list_long' || col.kind === 'list_double'
+        ? encodeList(col, a, b, page, stats)
+        : encodeFlat(col, a, b, page, stats);
+    values += n;
+    const body = zstdCompressSync(page.bytes(), zstd);
+    const head = encodeStruct([
+      i32(1, DATA_PAGE),
+      i32(2, page.pos),
+      i32(3, body.length),
+      struct(5, [i32(1, n), i32(2, ENCODING_PLAIN), i32(3, ENCODING_RLE), i32(4, ENCODING_RLE)]),
+    ]);
+    out.write(head);
+    out.write(body);
+    uncompressed += head.length + page.pos;
+  }
+  const isList = col.kind === 'list_long' || col.kind === 'list_double';
+  const meta: TStruct = [
+    i32(1, physicalType(def)),
+    list(2, T_I32, [ENCODING_PLAIN, ENCODING_RLE]),
+    list(
+      3,
+      T_BINARY,
+      pathInSchema(def).map((p) => Buffer.from(p)),
+    ),
+    i32(4, CODEC_ZSTD),
+    i64(5, values),
+    i64(6, uncompressed),
+    i64(7, out.pos - start),
+    i64(9, start),
+  ];
+  // No statistics for lists: a leaf's null count would have to count empty lists too.
+  if (!isList) {
+    const statistics: TStruct = [i64(3, stats.nulls)];
+    if (stats.max && stats.min) statistics.push(bin(5, stats.max), bin(6, stats.min));
+    meta.push(struct(12, statistics));
+  }
+  return { start, meta, uncompressed, compressed: out.pos - start };
+}
+
+/**
+ * Writes `batch` (columns in `columns`' order) to a new file at `path` in row groups of
+ * `rowGroupSize` rows. The file is not synced.
+ */
+export function writeParquetFile(
+  path: string,
+  columns: readonly ColumnDef[],
+  batch: ColumnBatch,
+  opts: ParquetWriteOptions,
+): void {
+  const n = batch.numRows;
+  const data: Encodable[] = columns.map((def) => {
+    const c = batch.columns[def.name];
+    if (!c) throw new Error(`batch has no column ${def.name}`);
+    return c.kind === 'string' ? utf8Of(c.values, n) : c;
+  });
+  const fd = openSync(path, 'wx');
+  try {
+    const out = new FileOut(fd);
+    out.write(MAGIC);
+    const rowGroups: TStruct[] = [];
+    for (let from = 0, ordinal = 0; from < n; from += opts.rowGroupSize, ordinal++) {
+      const to = Math.min(n, from + opts.rowGroupSize);
+      const start = out.pos;
+      const chunks = columns.map((def, i) => writeColumnChunk(out, def, data[i]!, from, to, opts.zstdLevel));
+      const sum = (key: 'uncompressed' | 'compressed') => chunks.reduce((s, c) => s + c[key], 0);
+      rowGroups.push([
+        list(
+          1,
+          T_STRUCT,
+          chunks.map((c) => [i64(2, c.start), struct(3, c.meta)]),
+        ),
+        i64(2, sum('uncompressed')),
+        i64(3, to - from),
+        i64(5, start),
+        i64(6, sum('compressed')),
+        { id: 7, type: T_I16, value: ordinal },
+      ]);
+    }
+    const schema: TStruct[] = [[bin(4, 'root'), i32(5, columns.length)], ...columns.flatMap(schemaElements)];
+    const leaves = columns.length;
+    const footer = encodeStruct([
+      i32(1, 1),
+      list(2, T_STRUCT, schema),
+      i64(3, n),
+      list(4, T_STRUCT, rowGroups),
+      bin(6, `${WRITER_CREATED_BY}${VERSION}`),
+      list(
+        7,
+        T_STRUCT,
+        Array.from({ length: leaves }, () => [struct(1, [])]), // TypeDefinedOrder
+      ),
+    ]);
+    out.write(footer);
+    const tail = Buffer.alloc(8);
+    tail.writeUInt32LE(footer.length, 0);
+    MAGIC.copy(tail, 4);
+    out.write(tail);
+  } finally {
+    closeSync(fd);
+  }
+}
