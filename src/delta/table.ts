@@ -157,6 +157,11 @@ const COMMIT_RETRY_MS = 100;
 const DEFAULT_ROW_GROUP = 131_072;
 /** In-day compaction copies row groups of at least this many rows (DeltaOptions.autoCompact). */
 const DEFAULT_COPY_ROW_GROUPS_FROM = 8192;
+/**
+ * After a failed in-day compaction the next waits this long: a failure that repeats (an input it
+ * cannot read, a full disk) would otherwise start over at once, again and again, on a full core.
+ */
+const COMPACT_RETRY_MS = 5_000;
 /** A reader this many commits behind the latest checkpoint reloads from it instead of replaying. */
 const RELOAD_AFTER_COMMITS = 200;
 
@@ -504,6 +509,8 @@ export class DeltaTable {
   private readonly inFlight = new Set<string>();
   private compactionLane: Promise<unknown> = Promise.resolve();
   private compacting = false;
+  /** No in-day compaction starts before this time (COMPACT_RETRY_MS after a failed one). */
+  private compactHeldUntil = 0;
   private checkpointLane: Promise<unknown> = Promise.resolve();
   private lastCheckpointed = -1;
   private readonly pending = new Set<Promise<unknown>>();
@@ -923,16 +930,22 @@ export class DeltaTable {
    */
   private maybeCompact(): void {
     if (!this.opts.autoCompact || this.compacting || this.closed) return;
+    if (Date.now() < this.compactHeldUntil) return;
     const inputs = this.pickAutoCompaction();
     if (!inputs) return;
     this.compacting = true;
     this.background(
       this.serialCompaction(() =>
         this.compactGroups([inputs], 'OPTIMIZE', { auto: 'true' }, this.joinPlan(inputs)),
-      ).finally(() => {
-        this.compacting = false;
-        this.maybeCompact();
-      }),
+      )
+        .catch((err: unknown) => {
+          this.compactHeldUntil = Date.now() + COMPACT_RETRY_MS;
+          throw err;
+        })
+        .finally(() => {
+          this.compacting = false;
+          this.maybeCompact();
+        }),
     );
   }
 

@@ -611,3 +611,33 @@ test('commit timestamps strictly increase: one millisecond for all, a clock step
   // Readers that take a commit's time from its file (Spark) see the same times.
   for (const [v, { timestamp, mtime }] of times.entries()) assert.equal(mtime, timestamp, `commit ${v}`);
 });
+
+test('an in-day compaction that keeps failing is not started over at once, and the appends go on', async () => {
+  const dir = tempDir();
+  const t = await DeltaTable.createOrOpen(dir, LOGS, {
+    autoCompact: { minFiles: 2, smallFileRows: 1000 },
+    fsync: false,
+  });
+  const warnings: string[] = [];
+  const onWarning = (w: Error) => {
+    if (w.name === 'DeltaWarning') warnings.push(w.message);
+  };
+  process.on('warning', onWarning);
+  try {
+    await t.append(batchFromRows(LOGS, makeRows(LOGS, 10, 1)));
+    // The first file is no longer Parquet: no join or rewrite of it can succeed.
+    const [first] = t.liveFilePaths();
+    writeFileSync(first!, 'not parquet');
+    for (let i = 0; i < 20; i++) {
+      await t.append(batchFromRows(LOGS, makeRows(LOGS, 10, 2 + i)));
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    await t.compactDue().catch(() => {});
+    assert.equal(t.files.length, 21, 'every append committed, nothing compacted');
+    // Started over right away, the failing compaction ran hundreds of times in these ~300 ms.
+    assert.ok(warnings.length >= 1 && warnings.length <= 2, `${warnings.length} failed compactions`);
+  } finally {
+    process.off('warning', onWarning);
+    await t.close();
+  }
+});
