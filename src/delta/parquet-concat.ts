@@ -166,6 +166,20 @@ function schemaKey(meta: TStruct): Buffer {
   return Buffer.from(encodeStruct(kept));
 }
 
+/** The end of a joined file: the first input's footer with the new rows and row groups, its length, "PAR1". */
+function joinedFooter(first: TStruct, rows: number, groups: TStruct[]): Uint8Array[] {
+  const meta = first.map((f) => {
+    if (f.id === FMD_NUM_ROWS) return { ...f, value: rows };
+    if (f.id === FMD_ROW_GROUPS) return { ...f, value: { ...(f.value as TList), items: groups } };
+    return f;
+  });
+  const footer = encodeStruct(meta);
+  const tail = Buffer.alloc(8);
+  tail.writeUInt32LE(footer.length, 0);
+  MAGIC.copy(tail, 4);
+  return [footer, tail];
+}
+
 /** Throws NotConcatenable unless every file has the first one's schema. */
 function checkSameSchema(files: readonly Input[]): void {
   const key = schemaKey(files[0]!.meta);
@@ -291,17 +305,7 @@ async function join(
         }
       }
     }
-    const meta = files[0]!.meta.map((f) => {
-      if (f.id === FMD_NUM_ROWS) return { ...f, value: rows };
-      if (f.id === FMD_ROW_GROUPS) return { ...f, value: { ...(f.value as TList), items: groups } };
-      return f;
-    });
-    const footer = encodeStruct(meta);
-    const tail = Buffer.alloc(8);
-    tail.writeUInt32LE(footer.length, 0);
-    MAGIC.copy(tail, 4);
-    await write(footer);
-    await write(tail);
+    for (const bytes of joinedFooter(files[0]!.meta, rows, groups)) await write(bytes);
     written = true;
     return { rows, rowGroups: groups.length };
   } finally {
@@ -441,17 +445,7 @@ async function merge(inputs: readonly string[], output: string, rowGroupSize: nu
         { id: RG_ORDINAL, type: T_I16, value: groups.length },
       ]);
     }
-    const meta = files[0]!.meta.map((f) => {
-      if (f.id === FMD_NUM_ROWS) return { ...f, value: rows };
-      if (f.id === FMD_ROW_GROUPS) return { ...f, value: { ...(f.value as TList), items: groups } };
-      return f;
-    });
-    const footer = encodeStruct(meta);
-    const tail = Buffer.alloc(8);
-    tail.writeUInt32LE(footer.length, 0);
-    MAGIC.copy(tail, 4);
-    await write(footer);
-    await write(tail);
+    for (const bytes of joinedFooter(files[0]!.meta, rows, groups)) await write(bytes);
     written = true;
     return { rows, rowGroups: groups.length };
   } finally {

@@ -2,7 +2,8 @@
 // page by page (levels run-length encoded, values PLAIN), compressed with node's zstd and written
 // before the next is made. Polars wrote these files before, through an Arrow stream and a frame
 // (three copies of the rows) on streaming threads whose malloc arenas stayed at 56-63 MiB each;
-// this holds the batch and one page. Polars still rewrites files in compaction.
+// this holds the batch and one page. Polars still rewrites files for the seal's OPTIMIZE (its
+// dictionaries make a sealed day ~13% smaller) and files it wrote (src/delta/README.md).
 //
 // The schema is the one polars wrote (every column optional, lists as
 // `optional group (LIST) { repeated group list { optional element } }`), so that files of both
