@@ -14,6 +14,7 @@
 // left to the caller, who rewrites the files instead.
 
 import { open, unlink } from 'node:fs/promises';
+import { WRITER_CREATED_BY } from './parquet-encoding.ts';
 import { ParquetFileError, readAt, readFooter } from './parquet-footer.ts';
 import {
   CC_COLUMN_INDEX_LENGTH,
@@ -56,7 +57,6 @@ import {
   ST_MIN_VALUE,
   ST_NULL_COUNT,
 } from './parquet-format.ts';
-import { WRITER_CREATED_BY } from './parquet-writer.ts';
 import {
   decodeStruct,
   encodeStruct,

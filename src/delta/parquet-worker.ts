@@ -1,6 +1,6 @@
-// Worker thread of the Delta engine, off the main event loop: writes data files (parquet-writer.ts),
-// rewrites small files into one with polars in compaction (synchronous API, so a native panic is
-// a catchable error) and checkpoints with parquet-wasm.
+// Worker thread of the Delta engine, off the main event loop: writes data files (parquet-writer.ts)
+// and checkpoints (checkpoint-writer.ts), and joins files in compaction, or rewrites them with
+// polars (synchronous API, so a native panic is a catchable error).
 
 import { open, rename, stat, unlink } from 'node:fs/promises';
 import type pl from 'nodejs-polars';
@@ -9,6 +9,7 @@ import { diskFullNote, fsyncPath } from '../storage/files.ts';
 import { exposeGc, ReturnedInput, serveTasks } from '../storage/worker-pool.ts';
 import { Arena, type Batches, joinBatches, transferables } from './batch.ts';
 import type { CheckpointContent } from './checkpoint.ts';
+import { encodeCheckpoint } from './checkpoint-writer.ts';
 import { dropUnsoundColumnIndexes } from './column-index.ts';
 import { type Concatenated, concatParquet, mergeRowGroups, NotConcatenable } from './parquet-concat.ts';
 import { writeParquetFile } from './parquet-writer.ts';
@@ -153,8 +154,6 @@ serveTasks({
   },
 
   async writeCheckpoint(task: CheckpointTask): Promise<{ sizeInBytes: number; actions: number }> {
-    // apache-arrow and parquet-wasm (~20 MiB a worker) are loaded by the first checkpoint only.
-    const { encodeCheckpoint } = await import('./checkpoint.ts');
     const { bytes, actions } = encodeCheckpoint(task.content);
     try {
       const fh = await open(task.tempPath, 'wx');

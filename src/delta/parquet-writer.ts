@@ -10,37 +10,29 @@
 // writers read alike and in-day compaction can copy their row groups into one file.
 
 import { closeSync, openSync, writeSync } from 'node:fs';
-import { constants, zstdCompressSync } from 'node:zlib';
 import type { ColumnDef } from '../schema/tables.ts';
-import { VERSION } from '../version.ts';
 import { type ColumnBatch, type ColumnData, repeatedSpan, type Utf8Data, utf8Of } from './batch.ts';
-import { MAGIC } from './parquet-format.ts';
 import {
-  encodeStruct,
-  T_BINARY,
-  T_BOOL_TRUE,
-  T_I16,
-  T_I32,
-  T_I64,
-  T_LIST,
-  T_STRUCT,
-  type TField,
-  type TStruct,
-} from './thrift.ts';
-
-// parquet.thrift enums
-const TYPE = { BOOLEAN: 0, INT32: 1, INT64: 2, DOUBLE: 5, BYTE_ARRAY: 6 } as const;
-const OPTIONAL = 1;
-const REPEATED = 2;
-const CONVERTED_UTF8 = 0;
-const CONVERTED_LIST = 3;
-const ENCODING_PLAIN = 0;
-const ENCODING_RLE = 3;
-const CODEC_ZSTD = 6;
-const DATA_PAGE = 0;
-
-/** How the files of this writer name it (FileMetaData.created_by); parquet-concat.ts looks for it. */
-export const WRITER_CREATED_BY = 'otelake version ';
+  Bytes,
+  bin,
+  CODEC_ZSTD,
+  CONVERTED_LIST,
+  CONVERTED_UTF8,
+  ENCODING_PLAIN,
+  ENCODING_RLE,
+  fileEnd,
+  i32,
+  i64,
+  LevelRuns,
+  list,
+  OPTIONAL,
+  REPEATED,
+  struct,
+  TYPE,
+  writeDataPage,
+} from './parquet-encoding.ts';
+import { MAGIC } from './parquet-format.ts';
+import { T_BINARY, T_BOOL_TRUE, T_I16, T_I32, T_STRUCT, type TStruct } from './thrift.ts';
 
 /** A page holds at most this many uncompressed bytes of values (readers expect pages of ~1 MiB). */
 const PAGE_BYTES = 1 << 20;
@@ -49,22 +41,6 @@ export interface ParquetWriteOptions {
   zstdLevel: number;
   rowGroupSize: number;
 }
-
-// --- thrift helpers --------------------------------------------------------------------------
-
-const i32 = (id: number, value: number): TField => ({ id, type: T_I32, value });
-const i64 = (id: number, value: number | bigint): TField => ({ id, type: T_I64, value });
-const bin = (id: number, value: Uint8Array | string): TField => ({
-  id,
-  type: T_BINARY,
-  value: typeof value === 'string' ? Buffer.from(value) : value,
-});
-const struct = (id: number, value: TStruct): TField => ({ id, type: T_STRUCT, value });
-const list = (id: number, elemType: number, items: TField['value'][]): TField => ({
-  id,
-  type: T_LIST,
-  value: { elemType, set: false, items },
-});
 
 // --- the schema --------------------------------------------------------------------------------
 
@@ -111,103 +87,6 @@ function schemaElements(def: ColumnDef): TStruct[] {
 
 function pathInSchema(def: ColumnDef): string[] {
   return typeof def.type === 'string' ? [def.name] : [def.name, 'list', 'element'];
-}
-
-// --- byte buffers ------------------------------------------------------------------------------
-
-/** A growable byte buffer, kept from page to page. */
-class Bytes {
-  buf = new Uint8Array(1 << 16);
-  view = new DataView(this.buf.buffer);
-  pos = 0;
-
-  room(n: number): void {
-    if (this.pos + n <= this.buf.length) return;
-    const next = new Uint8Array(Math.max(this.buf.length * 2, this.pos + n));
-    next.set(this.buf.subarray(0, this.pos));
-    this.buf = next;
-    this.view = new DataView(next.buffer);
-  }
-
-  byte(b: number): void {
-    this.room(1);
-    this.buf[this.pos++] = b;
-  }
-
-  varint(v: number): void {
-    this.room(5);
-    while (v >= 0x80) {
-      this.buf[this.pos++] = (v & 0x7f) | 0x80;
-      v >>>= 7;
-    }
-    this.buf[this.pos++] = v;
-  }
-
-  u32(v: number): void {
-    this.room(4);
-    this.view.setUint32(this.pos, v, true);
-    this.pos += 4;
-  }
-
-  raw(b: Uint8Array): void {
-    this.room(b.length);
-    this.buf.set(b, this.pos);
-    this.pos += b.length;
-  }
-
-  bytes(): Uint8Array {
-    return this.buf.subarray(0, this.pos);
-  }
-}
-
-/**
- * Levels in the RLE/bit-packed hybrid encoding, as RLE runs only (every value fits a byte here),
- * behind the 4-byte length of a v1 data page.
- */
-class LevelRuns {
-  private value = -1;
-  private count = 0;
-  private readonly out: Bytes;
-  private readonly lengthAt: number;
-
-  constructor(out: Bytes) {
-    this.out = out;
-    out.u32(0);
-    this.lengthAt = out.pos;
-  }
-
-  push(level: number): void {
-    if (level === this.value) this.count++;
-    else {
-      this.flush();
-      this.value = level;
-      this.count = 1;
-    }
-  }
-
-  /** Adds `n` of the same level. */
-  pushRun(level: number, n: number): void {
-    if (n === 0) return;
-    if (level !== this.value) {
-      this.flush();
-      this.value = level;
-      this.count = 0;
-    }
-    this.count += n;
-  }
-
-  end(): void {
-    this.flush();
-    this.out.view.setUint32(this.lengthAt - 4, this.out.pos - this.lengthAt, true);
-  }
-
-  private flush(): void {
-    if (this.count === 0) return;
-    // A run's length can exceed 2^31 only in theory; varint takes what a page can hold.
-    this.out.varint(this.count * 2);
-    this.out.byte(this.value);
-    this.count = 0;
-  }
 }
 
 // --- column chunks ---------------------------------------------------------------------------
@@ -421,7 +300,6 @@ function writeColumnChunk(
   const perPage = Math.max(1, Math.floor(PAGE_BYTES / rowBytes(col, from, to)));
   let values = 0;
   let uncompressed = 0;
-  const zstd = { params: { [constants.ZSTD_c_compressionLevel]: zstdLevel } };
   for (let a = from; a < to; a += perPage) {
     const b = Math.min(to, a + perPage);
     page.pos = 0;
@@ -430,16 +308,7 @@ function writeColumnChunk(
         ? encodeList(col, a, b, page, stats)
         : encodeFlat(col, a, b, page, stats);
     values += n;
-    const body = zstdCompressSync(page.bytes(), zstd);
-    const head = encodeStruct([
-      i32(1, DATA_PAGE),
-      i32(2, page.pos),
-      i32(3, body.length),
-      struct(5, [i32(1, n), i32(2, ENCODING_PLAIN), i32(3, ENCODING_RLE), i32(4, ENCODING_RLE)]),
-    ]);
-    out.write(head);
-    out.write(body);
-    uncompressed += head.length + page.pos;
+    uncompressed += writeDataPage(page.bytes(), n, zstdLevel, (b) => out.write(b));
   }
   const isList = col.kind === 'list_long' || col.kind === 'list_double';
   const meta: TStruct = [
@@ -505,24 +374,7 @@ export function writeParquetFile(
       ]);
     }
     const schema: TStruct[] = [[bin(4, 'root'), i32(5, columns.length)], ...columns.flatMap(schemaElements)];
-    const leaves = columns.length;
-    const footer = encodeStruct([
-      i32(1, 1),
-      list(2, T_STRUCT, schema),
-      i64(3, n),
-      list(4, T_STRUCT, rowGroups),
-      bin(6, `${WRITER_CREATED_BY}${VERSION}`),
-      list(
-        7,
-        T_STRUCT,
-        Array.from({ length: leaves }, () => [struct(1, [])]), // TypeDefinedOrder
-      ),
-    ]);
-    out.write(footer);
-    const tail = Buffer.alloc(8);
-    tail.writeUInt32LE(footer.length, 0);
-    MAGIC.copy(tail, 4);
-    out.write(tail);
+    for (const bytes of fileEnd(schema, n, rowGroups, columns.length)) out.write(bytes);
   } finally {
     closeSync(fd);
   }

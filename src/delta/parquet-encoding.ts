@@ -1,0 +1,187 @@
+// The pieces of a Parquet file both of the engine's writers use (parquet-writer.ts for data files,
+// checkpoint-writer.ts for checkpoints): parquet.thrift's numbers, thrift fields, a growable byte
+// buffer, run-length-encoded levels, a compressed data page and the end of a file.
+
+import { constants, zstdCompressSync } from 'node:zlib';
+import { VERSION } from '../version.ts';
+import { MAGIC } from './parquet-format.ts';
+import {
+  encodeStruct,
+  T_BINARY,
+  T_I32,
+  T_I64,
+  T_LIST,
+  T_STRUCT,
+  type TField,
+  type TStruct,
+} from './thrift.ts';
+
+// parquet.thrift enums
+export const TYPE = { BOOLEAN: 0, INT32: 1, INT64: 2, DOUBLE: 5, BYTE_ARRAY: 6 } as const;
+export const REQUIRED = 0;
+export const OPTIONAL = 1;
+export const REPEATED = 2;
+export const CONVERTED_UTF8 = 0;
+export const CONVERTED_MAP = 1;
+export const CONVERTED_LIST = 3;
+export const ENCODING_PLAIN = 0;
+export const ENCODING_RLE = 3;
+export const CODEC_ZSTD = 6;
+export const DATA_PAGE = 0;
+
+/** How the files of this engine name it (FileMetaData.created_by); parquet-concat.ts looks for it. */
+export const WRITER_CREATED_BY = 'otelake version ';
+
+// --- thrift helpers --------------------------------------------------------------------------
+
+export const i32 = (id: number, value: number): TField => ({ id, type: T_I32, value });
+export const i64 = (id: number, value: number | bigint): TField => ({ id, type: T_I64, value });
+export const bin = (id: number, value: Uint8Array | string): TField => ({
+  id,
+  type: T_BINARY,
+  value: typeof value === 'string' ? Buffer.from(value) : value,
+});
+export const struct = (id: number, value: TStruct): TField => ({ id, type: T_STRUCT, value });
+export const list = (id: number, elemType: number, items: TField['value'][]): TField => ({
+  id,
+  type: T_LIST,
+  value: { elemType, set: false, items },
+});
+
+// --- byte buffers ------------------------------------------------------------------------------
+
+/** A growable byte buffer, kept from page to page. */
+export class Bytes {
+  buf = new Uint8Array(1 << 16);
+  view = new DataView(this.buf.buffer);
+  pos = 0;
+
+  room(n: number): void {
+    if (this.pos + n <= this.buf.length) return;
+    const next = new Uint8Array(Math.max(this.buf.length * 2, this.pos + n));
+    next.set(this.buf.subarray(0, this.pos));
+    this.buf = next;
+    this.view = new DataView(next.buffer);
+  }
+
+  byte(b: number): void {
+    this.room(1);
+    this.buf[this.pos++] = b;
+  }
+
+  varint(v: number): void {
+    this.room(5);
+    while (v >= 0x80) {
+      this.buf[this.pos++] = (v & 0x7f) | 0x80;
+      v >>>= 7;
+    }
+    this.buf[this.pos++] = v;
+  }
+
+  u32(v: number): void {
+    this.room(4);
+    this.view.setUint32(this.pos, v, true);
+    this.pos += 4;
+  }
+
+  raw(b: Uint8Array): void {
+    this.room(b.length);
+    this.buf.set(b, this.pos);
+    this.pos += b.length;
+  }
+
+  bytes(): Uint8Array {
+    return this.buf.subarray(0, this.pos);
+  }
+}
+
+/**
+ * Levels in the RLE/bit-packed hybrid encoding, as RLE runs only (every value fits a byte here),
+ * behind the 4-byte length of a v1 data page.
+ */
+export class LevelRuns {
+  private value = -1;
+  private count = 0;
+  private readonly out: Bytes;
+  private readonly lengthAt: number;
+
+  constructor(out: Bytes) {
+    this.out = out;
+    out.u32(0);
+    this.lengthAt = out.pos;
+  }
+
+  push(level: number): void {
+    if (level === this.value) this.count++;
+    else {
+      this.flush();
+      this.value = level;
+      this.count = 1;
+    }
+  }
+
+  /** Adds `n` of the same level. */
+  pushRun(level: number, n: number): void {
+    if (n === 0) return;
+    if (level !== this.value) {
+      this.flush();
+      this.value = level;
+      this.count = 0;
+    }
+    this.count += n;
+  }
+
+  end(): void {
+    this.flush();
+    this.out.view.setUint32(this.lengthAt - 4, this.out.pos - this.lengthAt, true);
+  }
+
+  private flush(): void {
+    if (this.count === 0) return;
+    // A run's length can exceed 2^31 only in theory; varint takes what a page can hold.
+    this.out.varint(this.count * 2);
+    this.out.byte(this.value);
+    this.count = 0;
+  }
+}
+
+// --- pages and files -------------------------------------------------------------------------
+
+/** Compresses a page's bytes and writes its header and body with `write`; returns the bytes written. */
+export function writeDataPage(
+  page: Uint8Array,
+  entries: number,
+  zstdLevel: number,
+  write: (b: Uint8Array) => void,
+): number {
+  const body = zstdCompressSync(page, { params: { [constants.ZSTD_c_compressionLevel]: zstdLevel } });
+  const head = encodeStruct([
+    i32(1, DATA_PAGE),
+    i32(2, page.length),
+    i32(3, body.length),
+    struct(5, [i32(1, entries), i32(2, ENCODING_PLAIN), i32(3, ENCODING_RLE), i32(4, ENCODING_RLE)]),
+  ]);
+  write(head);
+  write(body);
+  return head.length + page.length;
+}
+
+/** The end of a file: FileMetaData (version 1, type-defined column orders), its length, "PAR1". */
+export function fileEnd(schema: TStruct[], rows: number, rowGroups: TStruct[], leaves: number): Uint8Array[] {
+  const footer = encodeStruct([
+    i32(1, 1),
+    list(2, T_STRUCT, schema),
+    i64(3, rows),
+    list(4, T_STRUCT, rowGroups),
+    bin(6, `${WRITER_CREATED_BY}${VERSION}`),
+    list(
+      7,
+      T_STRUCT,
+      Array.from({ length: leaves }, () => [struct(1, [])]), // TypeDefinedOrder
+    ),
+  ]);
+  const tail = Buffer.alloc(8);
+  tail.writeUInt32LE(footer.length, 0);
+  MAGIC.copy(tail, 4);
+  return [footer, tail];
+}
