@@ -180,6 +180,40 @@ function joinedFooter(first: TStruct, rows: number, groups: TStruct[]): Uint8Arr
   return [footer, tail];
 }
 
+/** A joined file being written: bytes go to its end. */
+interface JoinedOut {
+  readonly pos: number;
+  write(bytes: Uint8Array): Promise<void>;
+}
+
+/**
+ * Creates `output` (never replacing a file), writes "PAR1" and lets `fill` write the rest; the
+ * file is removed when `fill` throws.
+ */
+async function createJoined(
+  output: string,
+  fill: (out: JoinedOut) => Promise<Concatenated>,
+): Promise<Concatenated> {
+  const fh = await open(output, 'wx');
+  let written = false;
+  try {
+    const out = {
+      pos: 0,
+      async write(bytes: Uint8Array) {
+        await fh.write(bytes, 0, bytes.length, this.pos);
+        this.pos += bytes.length;
+      },
+    };
+    await out.write(MAGIC);
+    const result = await fill(out);
+    written = true;
+    return result;
+  } finally {
+    await fh.close();
+    if (!written) await unlink(output).catch(() => {});
+  }
+}
+
 /** Throws NotConcatenable unless every file has the first one's schema. */
 function checkSameSchema(files: readonly Input[]): void {
   const key = schemaKey(files[0]!.meta);
@@ -255,24 +289,16 @@ async function join(
   for (const path of inputs) files.push(await readInput(path, minRowGroupRows));
   checkSameSchema(files);
 
-  const out = await open(output, 'wx');
-  let written = false;
-  try {
-    let pos = 0;
-    const write = async (b: Uint8Array) => {
-      await out.write(b, 0, b.length, pos);
-      pos += b.length;
-    };
-    await write(MAGIC);
+  return createJoined(output, async (out) => {
     const groups: TStruct[] = [];
     let rows = 0;
     for (const f of files) {
-      const delta = pos - 4;
+      const delta = out.pos - 4;
       const fh = await open(f.path, 'r');
       try {
         for (let at = 4; at < f.dataEnd; ) {
           const n = Math.min(f.dataEnd - at, 8 << 20);
-          await write(await readAt(fh, at, n));
+          await out.write(await readAt(fh, at, n));
           at += n;
         }
       } finally {
@@ -298,20 +324,16 @@ async function join(
             const index = f.indexes.get(cc)![kind];
             if (index === null) continue;
             const bytes = index instanceof Uint8Array ? index : encodeStruct(index);
-            setInt(cc, offsetId, pos);
+            setInt(cc, offsetId, out.pos);
             setInt(cc, lengthId, bytes.length);
-            await write(bytes);
+            await out.write(bytes);
           }
         }
       }
     }
-    for (const bytes of joinedFooter(files[0]!.meta, rows, groups)) await write(bytes);
-    written = true;
+    for (const bytes of joinedFooter(files[0]!.meta, rows, groups)) await out.write(bytes);
     return { rows, rowGroups: groups.length };
-  } finally {
-    await out.close();
-    if (!written) await unlink(output).catch(() => {});
-  }
+  });
 }
 
 // --- merging row groups ------------------------------------------------------------------------
@@ -394,63 +416,58 @@ async function merge(inputs: readonly string[], output: string, rowGroupSize: nu
   }
 
   const handles = await Promise.all(files.map((f) => open(f.path, 'r')));
-  const out = await open(output, 'wx');
-  let written = false;
   try {
-    let pos = 0;
-    const write = async (b: Uint8Array) => {
-      await out.write(b, 0, b.length, pos);
-      pos += b.length;
-    };
-    await write(MAGIC);
-    const groups: TStruct[] = [];
-    const columns = chunks(sources[0]!.rg).length;
-    for (const group of plan) {
-      const groupStart = pos;
-      const outChunks: TStruct[] = [];
-      let uncompressed = 0;
-      for (let c = 0; c < columns; c++) {
-        const start = pos;
-        const metas = group.map((s) => structField(chunks(s.rg)[c]!, CC_META)!);
-        let values = 0;
-        let chunkUncompressed = 0;
-        for (const [k, m] of metas.entries()) {
-          const at = intField(m, CM_DATA_PAGE_OFFSET)!;
-          await write(await readAt(handles[group[k]!.file]!, at, intField(m, CM_TOTAL_COMPRESSED)!));
-          values += intField(m, CM_NUM_VALUES)!;
-          chunkUncompressed += intField(m, CM_TOTAL_UNCOMPRESSED)!;
-        }
-        const stats = mergedStatistics(metas);
-        const meta: TStruct = metas[0]!
-          .filter((f) => f.id < CM_NUM_VALUES) // type, encodings, path, codec
-          .concat([
-            { id: CM_NUM_VALUES, type: T_I64, value: values },
-            { id: CM_TOTAL_UNCOMPRESSED, type: T_I64, value: chunkUncompressed },
-            { id: CM_TOTAL_COMPRESSED, type: T_I64, value: pos - start },
-            { id: CM_DATA_PAGE_OFFSET, type: T_I64, value: start },
+    return await createJoined(output, async (out) => {
+      const groups: TStruct[] = [];
+      const columns = chunks(sources[0]!.rg).length;
+      for (const group of plan) {
+        const groupStart = out.pos;
+        const outChunks: TStruct[] = [];
+        let uncompressed = 0;
+        for (let c = 0; c < columns; c++) {
+          const start = out.pos;
+          const metas = group.map((s) => structField(chunks(s.rg)[c]!, CC_META)!);
+          let values = 0;
+          let chunkUncompressed = 0;
+          for (const [k, m] of metas.entries()) {
+            const at = intField(m, CM_DATA_PAGE_OFFSET)!;
+            await out.write(await readAt(handles[group[k]!.file]!, at, intField(m, CM_TOTAL_COMPRESSED)!));
+            values += intField(m, CM_NUM_VALUES)!;
+            chunkUncompressed += intField(m, CM_TOTAL_UNCOMPRESSED)!;
+          }
+          const stats = mergedStatistics(metas);
+          const meta: TStruct = metas[0]!
+            .filter((f) => f.id < CM_NUM_VALUES) // type, encodings, path, codec
+            .concat([
+              { id: CM_NUM_VALUES, type: T_I64, value: values },
+              { id: CM_TOTAL_UNCOMPRESSED, type: T_I64, value: chunkUncompressed },
+              { id: CM_TOTAL_COMPRESSED, type: T_I64, value: out.pos - start },
+              { id: CM_DATA_PAGE_OFFSET, type: T_I64, value: start },
+            ]);
+          if (stats) meta.push({ id: CM_STATISTICS, type: T_STRUCT, value: stats });
+          outChunks.push([
+            { id: CC_FILE_OFFSET, type: T_I64, value: start },
+            { id: CC_META, type: T_STRUCT, value: meta },
           ]);
-        if (stats) meta.push({ id: CM_STATISTICS, type: T_STRUCT, value: stats });
-        outChunks.push([
-          { id: CC_FILE_OFFSET, type: T_I64, value: start },
-          { id: CC_META, type: T_STRUCT, value: meta },
+          uncompressed += chunkUncompressed;
+        }
+        groups.push([
+          { id: RG_COLUMNS, type: T_LIST, value: { elemType: T_STRUCT, set: false, items: outChunks } },
+          { id: RG_TOTAL_BYTE_SIZE, type: T_I64, value: uncompressed },
+          {
+            id: RG_NUM_ROWS,
+            type: T_I64,
+            value: group.reduce((t, x) => t + intField(x.rg, RG_NUM_ROWS)!, 0),
+          },
+          { id: RG_FILE_OFFSET, type: T_I64, value: groupStart },
+          { id: RG_TOTAL_COMPRESSED, type: T_I64, value: out.pos - groupStart },
+          { id: RG_ORDINAL, type: T_I16, value: groups.length },
         ]);
-        uncompressed += chunkUncompressed;
       }
-      groups.push([
-        { id: RG_COLUMNS, type: T_LIST, value: { elemType: T_STRUCT, set: false, items: outChunks } },
-        { id: RG_TOTAL_BYTE_SIZE, type: T_I64, value: uncompressed },
-        { id: RG_NUM_ROWS, type: T_I64, value: group.reduce((t, x) => t + intField(x.rg, RG_NUM_ROWS)!, 0) },
-        { id: RG_FILE_OFFSET, type: T_I64, value: groupStart },
-        { id: RG_TOTAL_COMPRESSED, type: T_I64, value: pos - groupStart },
-        { id: RG_ORDINAL, type: T_I16, value: groups.length },
-      ]);
-    }
-    for (const bytes of joinedFooter(files[0]!.meta, rows, groups)) await write(bytes);
-    written = true;
-    return { rows, rowGroups: groups.length };
+      for (const bytes of joinedFooter(files[0]!.meta, rows, groups)) await out.write(bytes);
+      return { rows, rowGroups: groups.length };
+    });
   } finally {
-    await out.close();
     await Promise.all(handles.map((h) => h.close()));
-    if (!written) await unlink(output).catch(() => {});
   }
 }
