@@ -10,26 +10,24 @@ import type { CheckpointContent } from './checkpoint.ts';
 import {
   Bytes,
   bin,
-  CODEC_ZSTD,
   CONVERTED_LIST,
   CONVERTED_MAP,
   CONVERTED_UTF8,
-  ENCODING_PLAIN,
-  ENCODING_RLE,
+  columnChunk,
   fileEnd,
   i32,
-  i64,
   LevelRuns,
-  list,
   OPTIONAL,
+  PackedBits,
   REPEATED,
   REQUIRED,
+  rowGroup,
   struct,
   TYPE,
   writeDataPage,
 } from './parquet-encoding.ts';
 import { MAGIC } from './parquet-format.ts';
-import { T_BINARY, T_I16, T_I32, T_STRUCT, type TStruct } from './thrift.ts';
+import type { TStruct } from './thrift.ts';
 
 type Leaf = 'string' | 'int32' | 'int64' | 'bool';
 type Node =
@@ -139,26 +137,23 @@ interface Column {
   path: string[];
   nodes: Node[];
   type: Leaf;
-  /** 'key' or 'value' of a map, 'element' of a list, null for a plain leaf. */
+  /** 'key' or 'value' of a map, 'element' of a list (repeated), null for a plain leaf. */
   part: 'key' | 'value' | 'element' | null;
-  maxRep: number;
 }
 
 function columnsOf(node: Node, above: Node[] = [], path: string[] = []): Column[] {
   const nodes = [...above, node];
   const here = [...path, node.name];
-  if ('leaf' in node) return [{ path: here, nodes, type: node.leaf, part: null, maxRep: 0 }];
+  if ('leaf' in node) return [{ path: here, nodes, type: node.leaf, part: null }];
   if ('map' in node) {
     return (['key', 'value'] as const).map((part) => ({
       path: [...here, 'key_value', part],
       nodes,
       type: 'string' as const,
       part,
-      maxRep: 1,
     }));
   }
-  if ('list' in node)
-    return [{ path: [...here, 'list', 'element'], nodes, type: 'string', part: 'element', maxRep: 1 }];
+  if ('list' in node) return [{ path: [...here, 'list', 'element'], nodes, type: 'string', part: 'element' }];
   return node.fields.flatMap((f) => columnsOf(f, nodes, here));
 }
 
@@ -210,7 +205,7 @@ function shred(
   }
 }
 
-function writeValue(type: Leaf, v: Value, out: Bytes, bits: { bits: number; k: number }): void {
+function writeValue(type: Leaf, v: Value, out: Bytes, bits: PackedBits): void {
   switch (type) {
     case 'string': {
       const bytes = Buffer.from(v as string);
@@ -229,12 +224,7 @@ function writeValue(type: Leaf, v: Value, out: Bytes, bits: { bits: number; k: n
       out.pos += 8;
       return;
     case 'bool':
-      if (v) bits.bits |= 1 << bits.k;
-      if (++bits.k === 8) {
-        out.byte(bits.bits);
-        bits.bits = 0;
-        bits.k = 0;
-      }
+      bits.push(v as boolean);
   }
 }
 
@@ -278,6 +268,9 @@ function rowsOf(c: CheckpointContent): Record<string, unknown>[] {
   ];
 }
 
+/** Checkpoints are small next to data files and written seldom: zstd's default level. */
+const ZSTD_LEVEL = 3;
+
 /** A checkpoint file's bytes: one row group, one zstd data page per column. */
 export function encodeCheckpoint(c: CheckpointContent): { bytes: Uint8Array; actions: number } {
   const rows = rowsOf(c);
@@ -288,7 +281,7 @@ export function encodeCheckpoint(c: CheckpointContent): { bytes: Uint8Array; act
   let uncompressedTotal = 0;
   for (const column of COLUMNS) {
     page.pos = 0;
-    const reps = column.maxRep > 0 ? new LevelRuns(page) : null;
+    const reps = column.part !== null ? new LevelRuns(page) : null;
     // Levels first (repetition, then definition), values after: a v1 data page.
     const defsOf: number[] = [];
     const values: Value[] = [];
@@ -303,39 +296,25 @@ export function encodeCheckpoint(c: CheckpointContent): { bytes: Uint8Array; act
     const defs = new LevelRuns(page);
     for (const d of defsOf) defs.push(d);
     defs.end();
-    const bits = { bits: 0, k: 0 };
+    const bits = new PackedBits(page);
     for (const v of values) writeValue(column.type, v, page, bits);
-    if (bits.k > 0) page.byte(bits.bits);
+    bits.end();
     const start = file.pos;
-    const uncompressed = writeDataPage(page.bytes(), defsOf.length, 3, (x) => file.raw(x));
+    const uncompressed = writeDataPage(page.bytes(), defsOf.length, ZSTD_LEVEL, (x) => file.raw(x));
     uncompressedTotal += uncompressed;
-    chunks.push([
-      i64(2, start),
-      struct(3, [
-        i32(1, PHYSICAL[column.type]),
-        list(2, T_I32, [ENCODING_PLAIN, ENCODING_RLE]),
-        list(
-          3,
-          T_BINARY,
-          column.path.map((p) => Buffer.from(p)),
-        ),
-        i32(4, CODEC_ZSTD),
-        i64(5, defsOf.length),
-        i64(6, uncompressed),
-        i64(7, file.pos - start),
-        i64(9, start),
-      ]),
-    ]);
+    const type = PHYSICAL[column.type];
+    chunks.push(
+      columnChunk({ type, path: column.path, entries: defsOf.length, uncompressed, start, end: file.pos }),
+    );
   }
-  const rowGroup: TStruct = [
-    list(1, T_STRUCT, chunks),
-    i64(2, uncompressedTotal),
-    i64(3, rows.length),
-    i64(5, 4),
-    i64(6, file.pos - 4),
-    { id: 7, type: T_I16, value: 0 },
-  ];
+  const group = rowGroup(chunks, {
+    uncompressed: uncompressedTotal,
+    rows: rows.length,
+    start: 4,
+    end: file.pos,
+    ordinal: 0,
+  });
   const schema: TStruct[] = [[bin(4, 'schema'), i32(5, SCHEMA.length)], ...SCHEMA.flatMap(schemaElements)];
-  for (const bytes of fileEnd(schema, rows.length, [rowGroup], COLUMNS.length)) file.raw(bytes);
+  for (const bytes of fileEnd(schema, rows.length, [group], COLUMNS.length)) file.raw(bytes);
   return { bytes: file.bytes(), actions: rows.length };
 }

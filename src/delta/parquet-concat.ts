@@ -14,7 +14,7 @@
 // left to the caller, who rewrites the files instead.
 
 import { open, unlink } from 'node:fs/promises';
-import { WRITER_CREATED_BY } from './parquet-encoding.ts';
+import { footerBytes, rowGroup, TYPE, WRITER_CREATED_BY } from './parquet-encoding.ts';
 import { ParquetFileError, readAt, readFooter } from './parquet-footer.ts';
 import {
   CC_COLUMN_INDEX_LENGTH,
@@ -45,14 +45,10 @@ import {
   MAGIC,
   OI_PAGE_LOCATIONS,
   PL_OFFSET,
-  PT_INT32,
-  PT_INT64,
   RG_COLUMNS,
   RG_FILE_OFFSET,
   RG_NUM_ROWS,
   RG_ORDINAL,
-  RG_TOTAL_BYTE_SIZE,
-  RG_TOTAL_COMPRESSED,
   ST_MAX_VALUE,
   ST_MIN_VALUE,
   ST_NULL_COUNT,
@@ -66,9 +62,7 @@ import {
   structField,
   structItems,
   T_BINARY,
-  T_I16,
   T_I64,
-  T_LIST,
   T_STRUCT,
   ThriftError,
   type TList,
@@ -168,16 +162,13 @@ function schemaKey(meta: TStruct): Buffer {
 
 /** The end of a joined file: the first input's footer with the new rows and row groups, its length, "PAR1". */
 function joinedFooter(first: TStruct, rows: number, groups: TStruct[]): Uint8Array[] {
-  const meta = first.map((f) => {
-    if (f.id === FMD_NUM_ROWS) return { ...f, value: rows };
-    if (f.id === FMD_ROW_GROUPS) return { ...f, value: { ...(f.value as TList), items: groups } };
-    return f;
-  });
-  const footer = encodeStruct(meta);
-  const tail = Buffer.alloc(8);
-  tail.writeUInt32LE(footer.length, 0);
-  MAGIC.copy(tail, 4);
-  return [footer, tail];
+  return footerBytes(
+    first.map((f) => {
+      if (f.id === FMD_NUM_ROWS) return { ...f, value: rows };
+      if (f.id === FMD_ROW_GROUPS) return { ...f, value: { ...(f.value as TList), items: groups } };
+      return f;
+    }),
+  );
 }
 
 /** A joined file being written: bytes go to its end. */
@@ -341,8 +332,8 @@ async function join(
 /** Orders two min/max values of a column of this physical type; null for a type not compared here. */
 function comparer(type: number): ((a: Uint8Array, b: Uint8Array) => number) | null {
   const buf = (x: Uint8Array) => Buffer.from(x.buffer, x.byteOffset, x.byteLength);
-  if (type === PT_INT32) return (a, b) => buf(a).readInt32LE() - buf(b).readInt32LE();
-  if (type === PT_INT64) {
+  if (type === TYPE.INT32) return (a, b) => buf(a).readInt32LE() - buf(b).readInt32LE();
+  if (type === TYPE.INT64) {
     return (a, b) => {
       const d = buf(a).readBigInt64LE() - buf(b).readBigInt64LE();
       return d < 0n ? -1 : d > 0n ? 1 : 0;
@@ -451,18 +442,15 @@ async function merge(inputs: readonly string[], output: string, rowGroupSize: nu
           ]);
           uncompressed += chunkUncompressed;
         }
-        groups.push([
-          { id: RG_COLUMNS, type: T_LIST, value: { elemType: T_STRUCT, set: false, items: outChunks } },
-          { id: RG_TOTAL_BYTE_SIZE, type: T_I64, value: uncompressed },
-          {
-            id: RG_NUM_ROWS,
-            type: T_I64,
-            value: group.reduce((t, x) => t + intField(x.rg, RG_NUM_ROWS)!, 0),
-          },
-          { id: RG_FILE_OFFSET, type: T_I64, value: groupStart },
-          { id: RG_TOTAL_COMPRESSED, type: T_I64, value: out.pos - groupStart },
-          { id: RG_ORDINAL, type: T_I16, value: groups.length },
-        ]);
+        const groupRows = group.reduce((t, x) => t + intField(x.rg, RG_NUM_ROWS)!, 0);
+        const place = {
+          uncompressed,
+          rows: groupRows,
+          start: groupStart,
+          end: out.pos,
+          ordinal: groups.length,
+        };
+        groups.push(rowGroup(outChunks, place));
       }
       for (const bytes of joinedFooter(files[0]!.meta, rows, groups)) await out.write(bytes);
       return { rows, rowGroups: groups.length };

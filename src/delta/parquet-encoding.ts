@@ -1,6 +1,7 @@
 // The pieces of a Parquet file both of the engine's writers use (parquet-writer.ts for data files,
-// checkpoint-writer.ts for checkpoints): parquet.thrift's numbers, thrift fields, a growable byte
-// buffer, run-length-encoded levels, a compressed data page and the end of a file.
+// checkpoint-writer.ts for checkpoints; parquet-concat.ts ends its joined files with them too):
+// parquet.thrift's numbers, thrift fields, a growable byte buffer, run-length-encoded levels,
+// packed booleans, a compressed data page, column chunks, row groups and the end of a file.
 
 import { constants, zstdCompressSync } from 'node:zlib';
 import { VERSION } from '../version.ts';
@@ -8,6 +9,7 @@ import { MAGIC } from './parquet-format.ts';
 import {
   encodeStruct,
   T_BINARY,
+  T_I16,
   T_I32,
   T_I64,
   T_LIST,
@@ -145,6 +147,30 @@ export class LevelRuns {
   }
 }
 
+/** Booleans bit-packed, least significant bit first (PLAIN BOOLEAN values). */
+export class PackedBits {
+  private bits = 0;
+  private k = 0;
+  private readonly out: Bytes;
+
+  constructor(out: Bytes) {
+    this.out = out;
+  }
+
+  push(bit: boolean): void {
+    if (bit) this.bits |= 1 << this.k;
+    if (++this.k === 8) {
+      this.out.byte(this.bits);
+      this.bits = 0;
+      this.k = 0;
+    }
+  }
+
+  end(): void {
+    if (this.k > 0) this.out.byte(this.bits);
+  }
+}
+
 // --- pages and files -------------------------------------------------------------------------
 
 /** Compresses a page's bytes and writes its header and body with `write`; returns the bytes written. */
@@ -166,9 +192,65 @@ export function writeDataPage(
   return head.length + page.length;
 }
 
+/** A column chunk in the file at [start, end): its PLAIN/RLE pages, zstd, and their counts. */
+export interface ChunkPlace {
+  type: number;
+  path: readonly string[];
+  /** Level entries of its pages. */
+  entries: number;
+  /** Uncompressed bytes of its pages, headers included. */
+  uncompressed: number;
+  start: number;
+  end: number;
+}
+
+/** ColumnChunk of a chunk written with writeDataPage, with optional Statistics. */
+export function columnChunk(c: ChunkPlace, statistics: TStruct | null = null): TStruct {
+  const meta: TStruct = [
+    i32(1, c.type),
+    list(2, T_I32, [ENCODING_PLAIN, ENCODING_RLE]),
+    list(
+      3,
+      T_BINARY,
+      c.path.map((p) => Buffer.from(p)),
+    ),
+    i32(4, CODEC_ZSTD),
+    i64(5, c.entries),
+    i64(6, c.uncompressed),
+    i64(7, c.end - c.start),
+    i64(9, c.start),
+  ];
+  if (statistics) meta.push(struct(12, statistics));
+  return [i64(2, c.start), struct(3, meta)];
+}
+
+/** RowGroup of `rows` rows whose chunks lie at [start, end) of the file. */
+export function rowGroup(
+  chunks: TStruct[],
+  o: { uncompressed: number; rows: number; start: number; end: number; ordinal: number },
+): TStruct {
+  return [
+    list(1, T_STRUCT, chunks),
+    i64(2, o.uncompressed),
+    i64(3, o.rows),
+    i64(5, o.start),
+    i64(6, o.end - o.start),
+    { id: 7, type: T_I16, value: o.ordinal },
+  ];
+}
+
+/** A FileMetaData as a file ends: its bytes, their length (u32 LE), "PAR1". */
+export function footerBytes(meta: TStruct): Uint8Array[] {
+  const footer = encodeStruct(meta);
+  const tail = Buffer.alloc(8);
+  tail.writeUInt32LE(footer.length, 0);
+  MAGIC.copy(tail, 4);
+  return [footer, tail];
+}
+
 /** The end of a file: FileMetaData (version 1, type-defined column orders), its length, "PAR1". */
 export function fileEnd(schema: TStruct[], rows: number, rowGroups: TStruct[], leaves: number): Uint8Array[] {
-  const footer = encodeStruct([
+  return footerBytes([
     i32(1, 1),
     list(2, T_STRUCT, schema),
     i64(3, rows),
@@ -180,8 +262,4 @@ export function fileEnd(schema: TStruct[], rows: number, rowGroups: TStruct[], l
       Array.from({ length: leaves }, () => [struct(1, [])]), // TypeDefinedOrder
     ),
   ]);
-  const tail = Buffer.alloc(8);
-  tail.writeUInt32LE(footer.length, 0);
-  MAGIC.copy(tail, 4);
-  return [footer, tail];
 }

@@ -14,10 +14,8 @@ export const FMD_COLUMN_ORDERS = 7;
 export const FMD_ENCRYPTION = 8;
 // RowGroup
 export const RG_COLUMNS = 1;
-export const RG_TOTAL_BYTE_SIZE = 2;
 export const RG_NUM_ROWS = 3;
 export const RG_FILE_OFFSET = 5;
-export const RG_TOTAL_COMPRESSED = 6;
 export const RG_ORDINAL = 7;
 // ColumnChunk
 export const CC_FILE_PATH = 1;
@@ -47,6 +45,3 @@ export const ST_MIN_VALUE = 6;
 // OffsetIndex / PageLocation
 export const OI_PAGE_LOCATIONS = 1;
 export const PL_OFFSET = 1;
-// Physical types
-export const PT_INT32 = 1;
-export const PT_INT64 = 2;

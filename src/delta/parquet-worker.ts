@@ -86,10 +86,11 @@ async function finished(path: string, fsync: boolean, polarsIndexes: boolean): P
   return { size: st.size, modificationTime: Math.floor(st.mtimeMs) };
 }
 
-// A batch's buffers (transferred here) are freed only when V8 collects their JS wrappers, which the
-// worker's small heap rarely asks for: a young-generation collection after every ~50k rows written
-// frees them. Not after every file: with 1,000-row files that was a collection per file, ~5% of
-// library ingest.
+// A young-generation collection after every ~50k rows written: it was how the batches' buffers and
+// polars' frames were freed, the worker's small heap seldom asking for one. Written batches are now
+// released at once (transfer(0) below) and polars only rewrites in compaction; kept, not measured
+// again without it. Not after every file: with 1,000-row files that was a collection per file, ~5%
+// of library ingest.
 const collect = exposeGc();
 const COLLECT_EVERY_ROWS = 50_000;
 let rowsSinceCollect = 0;

@@ -15,24 +15,23 @@ import { type ColumnBatch, type ColumnData, repeatedSpan, type Utf8Data, utf8Of 
 import {
   Bytes,
   bin,
-  CODEC_ZSTD,
   CONVERTED_LIST,
   CONVERTED_UTF8,
-  ENCODING_PLAIN,
-  ENCODING_RLE,
+  columnChunk,
   fileEnd,
   i32,
   i64,
   LevelRuns,
-  list,
   OPTIONAL,
+  PackedBits,
   REPEATED,
+  rowGroup,
   struct,
   TYPE,
   writeDataPage,
 } from './parquet-encoding.ts';
 import { MAGIC } from './parquet-format.ts';
-import { T_BINARY, T_BOOL_TRUE, T_I16, T_I32, T_STRUCT, type TStruct } from './thrift.ts';
+import { T_BOOL_TRUE, type TStruct } from './thrift.ts';
 
 /** A page holds at most this many uncompressed bytes of values (readers expect pages of ~1 MiB). */
 const PAGE_BYTES = 1 << 20;
@@ -93,6 +92,9 @@ function pathInSchema(def: ColumnDef): string[] {
 
 /** One column's data in a writer-friendly form (a `string` column encoded to UTF-8 first). */
 type Encodable = Exclude<ColumnData, { kind: 'string' }>;
+type ListData = Extract<ColumnData, { kind: 'list_long' | 'list_double' }>;
+
+const isList = (col: Encodable): col is ListData => col.kind === 'list_long' || col.kind === 'list_double';
 
 interface ChunkStats {
   nulls: number;
@@ -126,9 +128,13 @@ function encodeFlat(col: Encodable, from: number, to: number, out: Bytes, stats:
   const valid = 'valid' in col ? col.valid : null;
   const levels = new LevelRuns(out);
   if (valid === null) levels.pushRun(1, to - from);
-  else for (let i = from; i < to; i++) levels.push(valid[i] === 1 ? 1 : 0);
+  else {
+    for (let i = from; i < to; i++) {
+      levels.push(valid[i] === 1 ? 1 : 0);
+      if (valid[i] !== 1) stats.nulls++;
+    }
+  }
   levels.end();
-  const present = (i: number) => valid === null || valid[i] === 1;
   switch (col.kind) {
     case 'utf8': {
       // Copied by Buffer#copy: a view per value (subarray) made ~20 MB of young garbage a file.
@@ -141,18 +147,9 @@ function encodeFlat(col: Encodable, from: number, to: number, out: Bytes, stats:
       break;
     }
     case 'boolean': {
-      let bits = 0;
-      let k = 0;
-      for (let i = from; i < to; i++) {
-        if (!present(i)) continue;
-        if (col.values[i] === 1) bits |= 1 << k;
-        if (++k === 8) {
-          out.byte(bits);
-          bits = 0;
-          k = 0;
-        }
-      }
-      if (k > 0) out.byte(bits);
+      const bits = new PackedBits(out);
+      for (let i = from; i < to; i++) if (valid === null || valid[i] === 1) bits.push(col.values[i] === 1);
+      bits.end();
       break;
     }
     case 'long':
@@ -174,9 +171,6 @@ function encodeFlat(col: Encodable, from: number, to: number, out: Bytes, stats:
     default:
       throw new Error(`not a flat column: ${col.kind}`);
   }
-  let nulls = 0;
-  if (valid !== null) for (let i = from; i < to; i++) if (valid[i] !== 1) nulls++;
-  stats.nulls += nulls;
   return to - from;
 }
 
@@ -214,13 +208,7 @@ function rangeStats(
  * a null list is defined to 0, an empty one to 1, an element to 3 (the element is optional in the
  * schema, never null here). Returns the number of level entries.
  */
-function encodeList(
-  col: Extract<ColumnData, { kind: 'list_long' | 'list_double' }>,
-  from: number,
-  to: number,
-  out: Bytes,
-  stats: ChunkStats,
-): number {
+function encodeList(col: ListData, from: number, to: number, out: Bytes, stats: ChunkStats): number {
   let entries = 0;
   const reps = new LevelRuns(out);
   for (let i = from; i < to; i++) {
@@ -265,13 +253,6 @@ function rowBytes(col: Encodable, from: number, to: number): number {
   }
 }
 
-interface WrittenChunk {
-  start: number;
-  meta: TStruct;
-  uncompressed: number;
-  compressed: number;
-}
-
 class FileOut {
   pos = 0;
   readonly fd: number;
@@ -287,6 +268,7 @@ class FileOut {
 
 const page = new Bytes();
 
+/** Writes rows [from, to) of a column as one chunk; returns its ColumnChunk and uncompressed size. */
 function writeColumnChunk(
   out: FileOut,
   def: ColumnDef,
@@ -294,44 +276,34 @@ function writeColumnChunk(
   from: number,
   to: number,
   zstdLevel: number,
-): WrittenChunk {
+): { chunk: TStruct; uncompressed: number } {
   const start = out.pos;
   const stats: ChunkStats = { nulls: 0, min: null, max: null };
   const perPage = Math.max(1, Math.floor(PAGE_BYTES / rowBytes(col, from, to)));
-  let values = 0;
+  let entries = 0;
   let uncompressed = 0;
   for (let a = from; a < to; a += perPage) {
     const b = Math.min(to, a + perPage);
     page.pos = 0;
-    const n =
-      col.kind === 'list_long' || col.kind === 'list_double'
-        ? encodeList(col, a, b, page, stats)
-        : encodeFlat(col, a, b, page, stats);
-    values += n;
-    uncompressed += writeDataPage(page.bytes(), n, zstdLevel, (b) => out.write(b));
+    const n = isList(col) ? encodeList(col, a, b, page, stats) : encodeFlat(col, a, b, page, stats);
+    entries += n;
+    uncompressed += writeDataPage(page.bytes(), n, zstdLevel, (bytes) => out.write(bytes));
   }
-  const isList = col.kind === 'list_long' || col.kind === 'list_double';
-  const meta: TStruct = [
-    i32(1, physicalType(def)),
-    list(2, T_I32, [ENCODING_PLAIN, ENCODING_RLE]),
-    list(
-      3,
-      T_BINARY,
-      pathInSchema(def).map((p) => Buffer.from(p)),
-    ),
-    i32(4, CODEC_ZSTD),
-    i64(5, values),
-    i64(6, uncompressed),
-    i64(7, out.pos - start),
-    i64(9, start),
-  ];
   // No statistics for lists: a leaf's null count would have to count empty lists too.
-  if (!isList) {
-    const statistics: TStruct = [i64(3, stats.nulls)];
+  let statistics: TStruct | null = null;
+  if (!isList(col)) {
+    statistics = [i64(3, stats.nulls)];
     if (stats.max && stats.min) statistics.push(bin(5, stats.max), bin(6, stats.min));
-    meta.push(struct(12, statistics));
   }
-  return { start, meta, uncompressed, compressed: out.pos - start };
+  const place = {
+    type: physicalType(def),
+    path: pathInSchema(def),
+    entries,
+    uncompressed,
+    start,
+    end: out.pos,
+  };
+  return { chunk: columnChunk(place, statistics), uncompressed };
 }
 
 /**
@@ -359,19 +331,13 @@ export function writeParquetFile(
       const to = Math.min(n, from + opts.rowGroupSize);
       const start = out.pos;
       const chunks = columns.map((def, i) => writeColumnChunk(out, def, data[i]!, from, to, opts.zstdLevel));
-      const sum = (key: 'uncompressed' | 'compressed') => chunks.reduce((s, c) => s + c[key], 0);
-      rowGroups.push([
-        list(
-          1,
-          T_STRUCT,
-          chunks.map((c) => [i64(2, c.start), struct(3, c.meta)]),
+      const uncompressed = chunks.reduce((sum, c) => sum + c.uncompressed, 0);
+      rowGroups.push(
+        rowGroup(
+          chunks.map((c) => c.chunk),
+          { uncompressed, rows: to - from, start, end: out.pos, ordinal },
         ),
-        i64(2, sum('uncompressed')),
-        i64(3, to - from),
-        i64(5, start),
-        i64(6, sum('compressed')),
-        { id: 7, type: T_I16, value: ordinal },
-      ]);
+      );
     }
     const schema: TStruct[] = [[bin(4, 'root'), i32(5, columns.length)], ...columns.flatMap(schemaElements)];
     for (const bytes of fileEnd(schema, n, rowGroups, columns.length)) out.write(bytes);

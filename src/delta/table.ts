@@ -71,8 +71,8 @@ export interface DeltaOptions {
    * under sustained small appends, and the work of one compaction. Null = off (default).
    * When every row group of a group's files has at least `copyRowGroupsFrom` rows (default
    * 8,192), the row groups are copied into the new file as they are, which costs a file copy
-   * instead of a rewrite; smaller ones are rewritten, as many small row groups read slowly.
-   * OPTIMIZE always rewrites.
+   * instead of a rewrite; smaller ones (many small row groups read slowly) are merged into larger
+   * ones page by page if this engine wrote the files, else rewritten. OPTIMIZE always rewrites.
    */
   autoCompact?: { minFiles: number; smallFileRows: number; copyRowGroupsFrom?: number } | null;
   /** `engineInfo` written into commitInfo. */
