@@ -42,7 +42,6 @@
 
 import { spawn } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import module from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -60,8 +59,6 @@ const DISTINCT_BODIES = 32;
 // --- server child -------------------------------------------------------------------------------
 
 if (process.argv[2] === '--serve') {
-  // As bin/otelake.js does: compiled modules come from Node's on-disk cache (workers too).
-  module.enableCompileCache?.();
   const { runServer } = await import('../src/server/index.ts');
   const [dir, options] = process.argv.slice(3);
   const running = await runServer({
@@ -190,6 +187,13 @@ async function startServer(
     [...flags, new URL(import.meta.url).pathname, '--serve', dir, JSON.stringify(options)],
     {
       stdio: ['ignore', 'pipe', 'inherit'],
+      // The compile cache on from the first module, as under bin/otelake.js (a .js launcher):
+      // enabled only once this .ts file runs, the server's main thread would have stripped its
+      // types with Node's TypeScript loader, ~12 MiB of RSS that `otelake start` does not have.
+      env: {
+        ...process.env,
+        NODE_COMPILE_CACHE: process.env['NODE_COMPILE_CACHE'] ?? join(tmpdir(), 'node-compile-cache'),
+      },
     },
   );
   const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
