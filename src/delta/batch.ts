@@ -166,6 +166,51 @@ function joinColumn(
   return { kind: 'utf8', bytes, offsets, valid, repeats };
 }
 
+// --- int64 extremes -----------------------------------------------------------------------------
+
+/** Index of a 64-bit value's high 32-bit word within its pair, in this platform's byte order. */
+const HIGH_WORD = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1 ? 1 : 0;
+
+/**
+ * Rows of the smallest and the largest valid value of an int64 column in [from, to), null when
+ * none is valid. Compared as 32-bit halves: each element read from a BigInt64Array is a new
+ * BigInt, and the statistics of a file read every value twice (Delta's and Parquet's).
+ */
+export function int64Extremes(
+  values: BigInt64Array,
+  valid: Uint8Array | null,
+  from: number,
+  to: number,
+): [number, number] | null {
+  const high = new Int32Array(values.buffer, values.byteOffset, values.length * 2);
+  const low = new Uint32Array(values.buffer, values.byteOffset, values.length * 2);
+  let min = -1;
+  let max = -1;
+  let minHigh = 0;
+  let minLow = 0;
+  let maxHigh = 0;
+  let maxLow = 0;
+  for (let i = from; i < to; i++) {
+    if (valid !== null && valid[i] !== 1) continue;
+    const h = high[2 * i + HIGH_WORD]!;
+    const l = low[2 * i + 1 - HIGH_WORD]!;
+    if (min < 0) {
+      min = max = i;
+      minHigh = maxHigh = h;
+      minLow = maxLow = l;
+    } else if (h < minHigh || (h === minHigh && l < minLow)) {
+      min = i;
+      minHigh = h;
+      minLow = l;
+    } else if (h > maxHigh || (h === maxHigh && l > maxLow)) {
+      max = i;
+      maxHigh = h;
+      maxLow = l;
+    }
+  }
+  return min < 0 ? null : [min, max];
+}
+
 // --- repeat rows -------------------------------------------------------------------------------
 // The rule of a utf8 column's `repeats` (see ColumnData), in one place: Utf8Column makes them,
 // the functions below read, expand and check them.

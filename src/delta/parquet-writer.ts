@@ -11,7 +11,14 @@
 
 import { closeSync, openSync, writeSync } from 'node:fs';
 import type { ColumnDef } from '../schema/tables.ts';
-import { type ColumnBatch, type ColumnData, repeatedSpan, type Utf8Data, utf8Of } from './batch.ts';
+import {
+  type ColumnBatch,
+  type ColumnData,
+  int64Extremes,
+  repeatedSpan,
+  type Utf8Data,
+  utf8Of,
+} from './batch.ts';
 import {
   Bytes,
   bin,
@@ -184,11 +191,16 @@ function rangeStats(
 ): void {
   let min: bigint | number | null = null;
   let max: bigint | number | null = null;
-  for (let i = from; i < to; i++) {
-    if (valid !== null && valid[i] !== 1) continue;
-    const v = values[i]!;
-    if (min === null || v < min) min = v;
-    if (max === null || v > max) max = v;
+  if (values instanceof BigInt64Array) {
+    const rows = int64Extremes(values, valid, from, to);
+    if (rows !== null) [min, max] = [values[rows[0]]!, values[rows[1]]!];
+  } else {
+    for (let i = from; i < to; i++) {
+      if (valid !== null && valid[i] !== 1) continue;
+      const v = values[i]!;
+      if (min === null || v < min) min = v;
+      if (max === null || v > max) max = v;
+    }
   }
   if (min === null || max === null) return;
   const enc = (v: bigint | number): Uint8Array => {

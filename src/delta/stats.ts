@@ -9,7 +9,7 @@
 
 import { type ColumnType, isListType, type TableSchema } from '../schema/tables.ts';
 import { floorDiv } from '../schema/time.ts';
-import type { ColumnBatch, ColumnData } from './batch.ts';
+import { type ColumnBatch, type ColumnData, int64Extremes } from './batch.ts';
 
 export type StatValue = bigint | number | string;
 
@@ -136,24 +136,12 @@ function columnStats(name: string, col: ColumnData, n: number, out: FileStats): 
     case 'timestamp': {
       const { values, valid } = col;
       let nulls = 0;
-      let min = 0n;
-      let max = 0n;
-      let seen = false;
-      for (let i = 0; i < n; i++) {
-        if (valid !== null && valid[i] !== 1) {
-          nulls++;
-          continue;
-        }
-        const v = values[i]!;
-        if (!seen) {
-          min = v;
-          max = v;
-          seen = true;
-        } else if (v < min) min = v;
-        else if (v > max) max = v;
-      }
+      if (valid !== null) for (let i = 0; i < n; i++) nulls += valid[i] === 1 ? 0 : 1;
       out.nullCount[name] = nulls;
-      if (!seen) return;
+      const rows = int64Extremes(values, valid, 0, n);
+      if (rows === null) return;
+      const min = values[rows[0]]!;
+      const max = values[rows[1]]!;
       if (col.kind === 'long') {
         out.minValues[name] = min;
         out.maxValues[name] = max;

@@ -6,6 +6,7 @@ import {
   batchFromRows,
   type ColumnBatch,
   type ColumnData,
+  int64Extremes,
   joinBatches,
   type PackedBatch,
   packBatch,
@@ -209,5 +210,65 @@ describe('joinBatches with an arena', () => {
     assert.deepEqual(transferables(joined3), [...buffers], 'the same buffer, reused');
     assert.deepEqual(table(joined3), table(joinBatches(third, names)));
     assert.deepEqual(computeStats(s, joined3), computeStats(s, joinBatches(third, names)));
+  });
+});
+
+describe('int64Extremes', () => {
+  it('finds the rows of the smallest and largest valid value, as BigInt comparison does', () => {
+    // Values that differ only in the low word (whose top bit is set: unsigned), only in the high
+    // word, across zero, and the int64 range's ends.
+    const edge = [
+      -(2n ** 63n),
+      2n ** 63n - 1n,
+      0n,
+      -1n,
+      1n,
+      0x7fffffffn,
+      0x80000000n,
+      0xffffffffn,
+      0x100000000n,
+      -0x80000000n,
+      -0x80000001n,
+      -0x100000000n,
+      1_718_000_000_000_000_000n,
+    ];
+    let seed = 7;
+    const next = () => {
+      seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31;
+      return seed;
+    };
+    for (let round = 0; round < 300; round++) {
+      const n = 1 + (next() % 40);
+      const values = new BigInt64Array(n);
+      for (let i = 0; i < n; i++) {
+        const pick = next() % 3;
+        values[i] =
+          pick === 0
+            ? edge[next() % edge.length]!
+            : BigInt.asIntN(64, (BigInt(next()) << 33n) ^ (BigInt(next()) << 2n) ^ BigInt(next()));
+      }
+      const valid = round % 2 === 0 ? null : Uint8Array.from({ length: n }, () => (next() % 4 === 0 ? 0 : 1));
+      const from = next() % n;
+      const to = from + (next() % (n - from + 1));
+      let want: [bigint, bigint] | null = null;
+      for (let i = from; i < to; i++) {
+        if (valid !== null && valid[i] !== 1) continue;
+        const v = values[i]!;
+        if (want === null) want = [v, v];
+        else if (v < want[0]) want[0] = v;
+        else if (v > want[1]) want[1] = v;
+      }
+      const rows = int64Extremes(values, valid, from, to);
+      const got = rows === null ? null : [values[rows[0]]!, values[rows[1]]!];
+      assert.deepEqual(got, want, `round ${round}: ${[...values.subarray(from, to)]}`);
+      if (rows !== null)
+        for (const r of rows) assert.ok(r >= from && r < to && (valid === null || valid[r] === 1));
+    }
+  });
+
+  it('reads a view that starts inside its buffer', () => {
+    const buffer = new BigInt64Array([5n, -9n, 3n, 2n ** 40n, -(2n ** 40n)]).buffer;
+    const view = new BigInt64Array(buffer, 16, 3);
+    assert.deepEqual(int64Extremes(view, null, 0, 3), [2, 1]);
   });
 });
