@@ -18,6 +18,7 @@ import {
   type Action,
   type AddAction,
   type CommitInfo,
+  CREATED_TOMBSTONE_RETENTION,
   checkpointFileName,
   commitContent,
   commitFileName,
@@ -571,8 +572,11 @@ export class DeltaTable {
             format: { provider: 'parquet', options: {} },
             schemaString,
             partitionColumns: [],
-            // Stats cover every column; without this readers use only the first 32 columns' stats.
-            configuration: { 'delta.dataSkippingNumIndexedCols': '-1' },
+            configuration: {
+              // Stats cover every column; without this readers use only the first 32 columns' stats.
+              'delta.dataSkippingNumIndexedCols': '-1',
+              'delta.deletedFileRetentionDuration': CREATED_TOMBSTONE_RETENTION,
+            },
             createdTime: now,
           },
         },
@@ -1148,6 +1152,12 @@ export class DeltaTable {
       DEFAULT_TOMBSTONE_RETENTION_MS,
     );
     const horizon = Date.now() - retention;
+    const removes: RemoveAction[] = [];
+    for (const [path, r] of s.removes) {
+      if ((r.deletionTimestamp ?? 0) > horizon) removes.push(r);
+      // Expired: out of the checkpoints, and out of memory (VACUUM finds the file unreferenced).
+      else s.removes.delete(path);
+    }
     return {
       version: s.version,
       content: {
@@ -1155,7 +1165,7 @@ export class DeltaTable {
         metaData: s.metaData!,
         txns: [...s.txns.values()],
         adds: [...s.adds.values()],
-        removes: [...s.removes.values()].filter((r) => (r.deletionTimestamp ?? 0) > horizon),
+        removes,
       },
     };
   }

@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { checkpointFileName, commitFileName, LOG_DIR } from '../../src/delta/actions.ts';
+import { checkpointFileName, commitFileName, LOG_DIR, type MetadataAction } from '../../src/delta/actions.ts';
 import { batchFromRows, type ColumnBatch, isIntact, packBatch } from '../../src/delta/batch.ts';
 import { deltaSchemaString } from '../../src/delta/schema-string.ts';
 import { computeStats } from '../../src/delta/stats.ts';
@@ -257,6 +257,39 @@ test('checkpoints: every N commits, and replay from any of them equals the full 
   for (const [f, data] of saved) writeFileSync(join(logDir, f), data);
   for (let v = 0; v <= 13; v++) rmSync(join(logDir, commitFileName(v)));
   assert.deepEqual(snapshotOf(await DeltaTable.open(dir)), want);
+});
+
+test('tombstones expire after the retention the engine gives its tables: out of checkpoints and memory', async (t) => {
+  const dir = tempDir();
+  const start = Date.parse('2026-11-25T10:00:00Z');
+  t.mock.timers.enable({ apis: ['Date'], now: start });
+  const table = await DeltaTable.createOrOpen(dir, LOGS, { checkpointInterval: 1000 });
+  const config = (table as unknown as { state: { metaData: MetadataAction } }).state.metaData.configuration;
+  assert.equal(config['delta.deletedFileRetentionDuration'], 'interval 60 minutes');
+  for (let i = 0; i < 6; i++) await appendRows(table, LOGS, makeRows(LOGS, 2, i, i * 10));
+  assert.ok(await table.optimize({ targetFileRows: 100 })); // six removes
+  const removesInCheckpoint = async () => {
+    await table.checkpoint();
+    const last = JSON.parse(readFileSync(join(dir, LOG_DIR, '_last_checkpoint'), 'utf8'));
+    // The checkpoint's actions: protocol, metaData, the live adds, the tombstones.
+    return last.size - 2 - last.numOfAddFiles;
+  };
+  const tombstones = () =>
+    (table as unknown as { state: { removes: Map<string, unknown> } }).state.removes.size;
+  assert.equal(await removesInCheckpoint(), 6);
+  t.mock.timers.setTime(start + 59 * 60_000);
+  await appendRows(table, LOGS, makeRows(LOGS, 1, 7, 70));
+  assert.equal(await removesInCheckpoint(), 6, 'younger than an hour: kept');
+  assert.equal(tombstones(), 6);
+  t.mock.timers.setTime(start + 61 * 60_000);
+  await appendRows(table, LOGS, makeRows(LOGS, 1, 8, 80));
+  assert.equal(await removesInCheckpoint(), 0, 'older than an hour: left out');
+  assert.equal(tombstones(), 0, 'and forgotten');
+  // The removed files are still there until a VACUUM; the table reads the same from the checkpoint.
+  const want = snapshotOf(table);
+  assert.deepEqual(snapshotOf(await DeltaTable.open(dir)), want);
+  assert.equal((await table.vacuum({ retentionMs: 0 })).deleted, 6);
+  await table.close();
 });
 
 test('a missing commit in the middle of the log is an error, not a silent gap', async () => {
