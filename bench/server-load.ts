@@ -48,7 +48,7 @@ import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
 import { gzipSync } from 'node:zlib';
 import { loadProtobuf, type Signal } from '../src/otlp/index.ts';
-import { withServerFlags } from '../src/server/node-flags.ts';
+import { withServerEnv, withServerFlags } from '../src/server/node-flags.ts';
 import type { PartialOptions } from '../src/storage/options.ts';
 import { RawConnection, rawRequest } from './http-client.ts';
 import { logsRequest, tracesRequest } from './otlp-payloads.ts';
@@ -190,10 +190,11 @@ async function startServer(
       // The compile cache on from the first module, as under bin/otelake.js (a .js launcher):
       // enabled only once this .ts file runs, the server's main thread would have stripped its
       // types with Node's TypeScript loader, ~12 MiB of RSS that `otelake start` does not have.
-      env: {
+      // And the environment `otelake start` gives a server (malloc settings).
+      env: withServerEnv({
         ...process.env,
         NODE_COMPILE_CACHE: process.env['NODE_COMPILE_CACHE'] ?? join(tmpdir(), 'node-compile-cache'),
-      },
+      }),
     },
   );
   const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));

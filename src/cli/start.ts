@@ -10,7 +10,7 @@ import { dirname, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { isLoopback } from '../server/loopback.ts';
-import { withServerFlags } from '../server/node-flags.ts';
+import { withServerEnv, withServerFlags } from '../server/node-flags.ts';
 import { InstanceLayout } from '../storage/layout.ts';
 import { bindError } from './bind.ts';
 import { CliError, UsageError } from './errors.ts';
@@ -133,6 +133,7 @@ async function startInBackground(flags: BoundStartFlags, layout: InstanceLayout)
     await log.write(`--- otelake start ${new Date().toISOString()} ---\n`);
     const args = foregroundArgs(layout, flags);
     child = spawn(process.execPath, args, {
+      env: withServerEnv(process.env),
       detached: true,
       stdio: ['ignore', log.fd, log.fd],
       windowsHide: true,
@@ -230,7 +231,7 @@ async function superviseWithReload(flags: BoundStartFlags, layout: InstanceLayou
   let restarting = false;
 
   const launch = () => {
-    const c = spawn(process.execPath, args, { stdio: 'inherit' });
+    const c = spawn(process.execPath, args, { env: withServerEnv(process.env), stdio: 'inherit' });
     child = c;
     childExit = new Promise<void>((ok) =>
       c.once('exit', (code, signal) => {

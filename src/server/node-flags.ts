@@ -1,4 +1,4 @@
-// Node flags of a server process (`otelake start` in the background and its reload mode, `npm
+// Node flags and environment of a server process (`otelake start` in the background and its reload mode, `npm
 // start`, the benchmarks' servers). They have to be on the command line: V8 sizes a heap when the
 // process starts, and a flag set later changes nothing.
 //
@@ -15,4 +15,24 @@ export function withServerFlags(execArgv: readonly string[]): string[] {
   const name = (flag: string) => flag.split('=')[0];
   const own = new Set(execArgv.map(name));
   return [...execArgv, ...SERVER_NODE_FLAGS.filter((f) => !own.has(name(f)))];
+}
+
+// The environment a server process starts with: glibc's malloc reads it when the process starts,
+// so, like the flags, it has to be there from the start. By default glibc raises its threshold for
+// serving a large block with its own mmap whenever such a block is freed (up to 32 MiB): once a
+// file's buffers had been freed, later ones came from the threads' arenas, which kept what was
+// freed, and RSS crept up under sustained load. A fixed threshold maps and unmaps blocks from
+// 1 MiB, and two arenas are shared by all threads instead of one per thread. 60 s at full load,
+// default options (bench/server-load.ts --seconds 60): peak RSS 328-341 -> 269 MiB (logs over
+// protobuf, CPU per 1M logs 5.1-5.5 -> 5.8 s) and 327-332 -> 269 MiB (spans over JSON, 8.4-8.7 ->
+// 8.3 s); a 2 MiB threshold with a 4 MiB trim threshold gave 279 and 267 MiB. withServerEnv keeps
+// values already set; `npm start` sets them on its command line.
+export const SERVER_ENV: Readonly<Record<string, string>> = {
+  MALLOC_ARENA_MAX: '2',
+  MALLOC_MMAP_THRESHOLD_: '1048576',
+};
+
+/** `env` with the server's settings added where it does not set them itself. */
+export function withServerEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  return { ...SERVER_ENV, ...env };
 }

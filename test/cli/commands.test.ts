@@ -8,11 +8,14 @@ import { createServer } from 'node:http';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { TABLE_NAMES } from '../../src/schema/tables.ts';
-import { SERVER_NODE_FLAGS } from '../../src/server/node-flags.ts';
+import { SERVER_ENV, SERVER_NODE_FLAGS } from '../../src/server/node-flags.ts';
 import { defaultOptions } from '../../src/storage/options.ts';
 import { alive, freePort, killQuietly, otelake, tempDir } from './helpers.ts';
 
 const pkg = JSON.parse(await readFile(new URL('../../package.json', import.meta.url), 'utf8'));
+const envAssignments = Object.entries(SERVER_ENV)
+  .map(([k, v]) => `${k}=${v}`)
+  .join(' ');
 
 function noStack(stderr: string): void {
   assert.doesNotMatch(stderr, /\n\s+at .+:\d+:\d+/, 'a user mistake must not print a stack trace');
@@ -181,6 +184,11 @@ describe('otelake (no server)', () => {
         const { pid } = (await health.json()) as { pid: number };
         const cmdline = (await readFile(`/proc/${pid}/cmdline`, 'utf8')).split('\0');
         for (const flag of SERVER_NODE_FLAGS) assert.ok(cmdline.includes(flag), `${flag} in ${cmdline}`);
+        // And with the server's environment (malloc settings), as `npm start` gives it too.
+        const environ = (await readFile(`/proc/${pid}/environ`, 'utf8')).split('\0');
+        for (const [k, v] of Object.entries(SERVER_ENV))
+          assert.ok(environ.includes(`${k}=${v}`), `${k}=${v}`);
+        assert.ok(pkg.scripts.start.startsWith(`${envAssignments} node `), pkg.scripts.start);
       }
     } finally {
       const stopped = await otelake(['stop', '-D', 'bound'], { cwd: dir.path });
