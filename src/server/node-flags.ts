@@ -21,15 +21,18 @@ export function withServerFlags(execArgv: readonly string[]): string[] {
 // so, like the flags, it has to be there from the start. By default glibc raises its threshold for
 // serving a large block with its own mmap whenever such a block is freed (up to 32 MiB): once a
 // file's buffers had been freed, later ones came from the threads' arenas, which kept what was
-// freed, and RSS crept up under sustained load. A fixed threshold maps and unmaps blocks from
-// 1 MiB, and two arenas are shared by all threads instead of one per thread. 60 s at full load,
-// default options (bench/server-load.ts --seconds 60): peak RSS 328-341 -> 269 MiB (logs over
-// protobuf, CPU per 1M logs 5.1-5.5 -> 5.8 s) and 327-332 -> 269 MiB (spans over JSON, 8.4-8.7 ->
-// 8.3 s); a 2 MiB threshold with a 4 MiB trim threshold gave 279 and 267 MiB. withServerEnv keeps
-// values already set; `npm start` sets them on its command line.
+// freed, and RSS crept up under sustained load. Fixed: blocks from 2 MiB are mapped and unmapped;
+// an arena keeps up to 4 MiB free at its top, so that zstd's ~1.3 MiB context, made for every
+// page, is not handed back and faulted in again each time (at the default 128 KiB: 25 times the
+// page faults, +65% compression CPU); two arenas serve all threads instead of one each. 60 s at
+// full load, default options (bench/server-load.ts --seconds 60): peak RSS 328-341 -> 279 MiB
+// (logs over protobuf) and 327-332 -> 267 MiB (spans over JSON); 8 s runs: 264-296 -> 236-247 and
+// 267-290 -> 232-242 MiB, CPU per item within the runs' noise (docs/benchmarks.md). withServerEnv
+// keeps values already set; `npm start` sets them on its command line.
 export const SERVER_ENV: Readonly<Record<string, string>> = {
   MALLOC_ARENA_MAX: '2',
-  MALLOC_MMAP_THRESHOLD_: '1048576',
+  MALLOC_MMAP_THRESHOLD_: '2097152',
+  MALLOC_TRIM_THRESHOLD_: '4194304',
 };
 
 /** `env` with the server's settings added where it does not set them itself. */
