@@ -119,9 +119,9 @@ export const DEFAULT_TOMBSTONE_RETENTION_MS = 7 * 86_400_000;
  * `delta.deletedFileRetentionDuration` of the tables this engine creates. In-day compaction
  * removes a busy table's files all day long, and each tombstone stays in memory and in every
  * checkpoint for the retention: with the protocol's week that grows with the day (at full load
- * ~900,000 by its end, ~310 MiB of the main thread's heap, rewritten every 100 commits). A day's files are only read at
- * their latest version, and the seal vacuums with zero retention; an hour still covers any scan
- * that started before a compaction.
+ * ~900,000 by its end, ~310 MiB of the main thread's heap, rewritten every 100 commits). A day's
+ * files are only read at their latest version, and the seal vacuums with zero retention; an hour
+ * still covers any scan that started before a compaction.
  */
 export const CREATED_TOMBSTONE_RETENTION = 'interval 60 minutes';
 
