@@ -285,9 +285,6 @@ const LINGER_MS = 1000;
 export function closeAfterAnswer(res: ServerResponse): void {
   const socket = res.socket;
   if (!socket) return;
-  // Said in the answer too: a client that pools connections (undici, Go's net/http) would
-  // otherwise put this one back and send its next request into the closing socket.
-  if (!res.headersSent) res.setHeader('connection', 'close');
   res.once('finish', () => {
     socket.end();
     // node resumes reading to drop the rest of the body (on the next tick): stop it right after.
