@@ -285,6 +285,17 @@ const LINGER_MS = 1000;
 export function closeAfterAnswer(res: ServerResponse): void {
   const socket = res.socket;
   if (!socket) return;
+  if (!res.headersSent) {
+    // Said in the answer too, or a client that pools connections (undici, Go's net/http) puts
+    // this one back and may send its next request into it as it closes. Node ends an answer
+    // that says so with socket.destroySoon(): closed with the upload's rest unread, the kernel
+    // resets the connection and the client loses the answer (EPIPE). Only half-closed here;
+    // the timer below cuts it.
+    res.setHeader('connection', 'close');
+    socket.destroySoon = () => {
+      socket.end();
+    };
+  }
   res.once('finish', () => {
     socket.end();
     // node resumes reading to drop the rest of the body (on the next tick): stop it right after.

@@ -490,6 +490,8 @@ describe('bad input: each gets its status and message, and the server keeps serv
     const announced = await post(`${s.url}/v1/logs`, big);
     assert.equal(announced.status, 413);
     assert.match(JSON.parse(announced.text).message, /Content-Length/);
+    // The rest of the body is not read, so the connection ends: the answer says so.
+    assert.equal(announced.headers.get('connection'), 'close');
     const chunks = (async function* () {
       for (let i = 0; i < big.length; i += 1024 * 1024) yield big.subarray(i, i + 1024 * 1024);
     })();
@@ -500,6 +502,7 @@ describe('bad input: each gets its status and message, and the server keeps serv
       duplex: 'half',
     } as RequestInit);
     assert.equal(res.status, 413);
+    assert.equal(res.headers.get('connection'), 'close');
     assert.match(((await res.json()) as Json).message, /exceeds the limit/);
   });
 
@@ -645,6 +648,7 @@ describe('backpressure', () => {
       assert.ok(statuses.includes(503), `some are refused while another is in flight: ${statuses}`);
       for (const r of replies.filter((x) => x.status === 503)) {
         assert.equal(r.headers.get('retry-after'), '1');
+        assert.equal(r.headers.get('connection'), 'close');
         assert.match(JSON.parse(r.text).message, /max_body_bytes_in_flight = 1 bytes.*retry after 1 s/);
       }
       const health = await getJson(`${s.url}/healthz`);
