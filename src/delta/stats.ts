@@ -130,14 +130,19 @@ function compareBytes(bytes: Uint8Array, a0: number, a1: number, b0: number, b1:
   return la - lb;
 }
 
+/** Rows of the first `n` that a validity array marks null (none without one). */
+function invalidRows(valid: Uint8Array | null, n: number): number {
+  let nulls = 0;
+  if (valid !== null) for (let i = 0; i < n; i++) if (valid[i] !== 1) nulls++;
+  return nulls;
+}
+
 function columnStats(name: string, col: ColumnData, n: number, out: FileStats): void {
   switch (col.kind) {
     case 'long':
     case 'timestamp': {
       const { values, valid } = col;
-      let nulls = 0;
-      if (valid !== null) for (let i = 0; i < n; i++) nulls += valid[i] === 1 ? 0 : 1;
-      out.nullCount[name] = nulls;
+      out.nullCount[name] = invalidRows(valid, n);
       const rows = int64Extremes(values, valid, 0, n);
       if (rows === null) return;
       const min = values[rows[0]]!;
@@ -239,9 +244,7 @@ function columnStats(name: string, col: ColumnData, n: number, out: FileStats): 
       return;
     }
     case 'boolean': {
-      let nulls = 0;
-      if (col.valid !== null) for (let i = 0; i < n; i++) if (col.valid[i] !== 1) nulls++;
-      out.nullCount[name] = nulls;
+      out.nullCount[name] = invalidRows(col.valid, n);
       return;
     }
     case 'list_long':

@@ -1,7 +1,8 @@
-// A small pool of worker threads that run named tasks. Polars work (Parquet writes, queries) runs
-// here with the synchronous API: the event loop stays free, and a native panic surfaces as a
-// catchable error instead of aborting the process. Workers are
-// recycled after a number of tasks because polars frees native memory only when V8 collects.
+// A small pool of worker threads that run named tasks off the event loop: the Delta engine's
+// writes, checkpoints and compactions, decoding request bodies, queries. Polars runs here with its
+// synchronous API, so a native panic surfaces as a catchable error instead of aborting the
+// process. A pool may recycle its workers after a number of tasks, as polars frees native memory
+// only when V8 collects.
 
 import module from 'node:module';
 import { setFlagsFromString } from 'node:v8';

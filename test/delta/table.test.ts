@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { checkpointFileName, commitFileName, LOG_DIR, type MetadataAction } from '../../src/delta/actions.ts';
+import { checkpointFileName, commitFileName, LOG_DIR } from '../../src/delta/actions.ts';
 import { batchFromRows, type ColumnBatch, isIntact, packBatch } from '../../src/delta/batch.ts';
 import { deltaSchemaString } from '../../src/delta/schema-string.ts';
 import { computeStats } from '../../src/delta/stats.ts';
@@ -264,8 +264,7 @@ test('tombstones expire after the retention the engine gives its tables: out of 
   const start = Date.parse('2026-11-25T10:00:00Z');
   t.mock.timers.enable({ apis: ['Date'], now: start });
   const table = await DeltaTable.createOrOpen(dir, LOGS, { checkpointInterval: 1000 });
-  const config = (table as unknown as { state: { metaData: MetadataAction } }).state.metaData.configuration;
-  assert.equal(config['delta.deletedFileRetentionDuration'], 'interval 60 minutes');
+  assert.equal(table.metadata.configuration['delta.deletedFileRetentionDuration'], 'interval 60 minutes');
   for (let i = 0; i < 6; i++) await appendRows(table, LOGS, makeRows(LOGS, 2, i, i * 10));
   assert.ok(await table.optimize({ targetFileRows: 100 })); // six removes
   const removesInCheckpoint = async () => {
