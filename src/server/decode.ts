@@ -185,7 +185,11 @@ export interface DecoderInit {
   limits: AttributeLimits;
 }
 
-/** Young generation of a decode worker: a request's garbage (its strings and cells) is well below it. */
+/**
+ * Young generation of a decode worker: a request's garbage (its strings and cells) is well below
+ * it. A process started with --max-semi-space-size (the server: node-flags.ts) sizes every
+ * isolate's by that flag instead.
+ */
 const DECODER_YOUNG_GENERATION_MB = 16;
 
 export interface DecodersOptions {

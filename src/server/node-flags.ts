@@ -2,13 +2,19 @@
 // start`, the benchmarks' servers). They have to be on the command line: V8 sizes a heap when the
 // process starts, and a flag set later changes nothing.
 //
-// --max-semi-space-size=2: the main thread's young generation at 4 MiB instead of V8's 32. Its
-// garbage is a request's strings and promises, which die young either way; smaller scavenges
-// stall the event loop for less. Three back-to-back pairs under load (bench/server-load.ts,
-// default options): p99 at half rate 12-20 -> 11-14 ms (logs) and 32-41 -> 19-21 ms (spans over
-// JSON), event-loop delay p99 5.8-7.3 -> 4.1-5.5 ms, peak RSS 50-70 MiB lower, throughput within
-// the runs' noise. The workers set their own young generation (resourceLimits).
-export const SERVER_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=2'];
+// --max-semi-space-size=4: young generations of 4 MiB semi-spaces instead of V8's up to 16. A V8
+// flag is the process's: it sizes every isolate's young generation, the workers' too (it wins over
+// their resourceLimits). The main thread's garbage is a request's strings and promises, which die
+// young either way, and smaller scavenges stall the event loop for less (measured at 2, against
+// V8's default: p99 at half rate 12-20 -> 11-14 ms for logs and 32-41 -> 19-21 ms for spans over
+// JSON, peak RSS 50-70 MiB lower). It was 2 until it showed in the workers: each scavenge has a
+// fixed cost, and a decode worker scavenged every ~10 requests (trace-gc, 11 s of logs over
+// protobuf: 2,888 scavenges in the two decoders, 1.48 s; at 4: 1,505, 0.99 s; all threads'
+// collections 2.9 -> 2.0 s). Interleaved 8 s runs (bench/server-load.ts, default options), CPU s per 1M items at 2
+// against 4, medians: spans over JSON 9.4 -> 8.2, logs over protobuf 5.9 -> 5.5, spans over
+// protobuf 8.7 -> 8.6, logs over JSON 5.9 -> 6.0; peak RSS within the noise (227-256 MiB against
+// 234-259). At 6 or 8, peak RSS 264-304 MiB.
+export const SERVER_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=4'];
 
 /** `execArgv` with the server's flags added where it does not set them itself. */
 export function withServerFlags(execArgv: readonly string[]): string[] {
