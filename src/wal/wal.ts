@@ -1,5 +1,6 @@
 // The write-ahead log. A request is acknowledged only once its rows are in the log and synced to
-// disk; one fdatasync serves every request that arrived while the previous one ran (group commit).
+// disk; one synced write (O_DSYNC) serves every request that arrived while the previous one ran
+// (group commit).
 // Each row gets a sequence number; the Delta commit that stores rows records, in a `txn` action,
 // the sequence number it covers up to, so that replay after a crash writes every row exactly once
 // (see replay.ts). A segment file is deleted once every row in it is committed (or given up).
@@ -22,6 +23,7 @@
 // never repeat, and replay also wants each record to continue the sequence numbers.
 
 import { randomUUID } from 'node:crypto';
+import { constants } from 'node:fs';
 import { type FileHandle, mkdir, open, readdir, rename, stat, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { crc32 } from 'node:zlib';
@@ -73,6 +75,12 @@ const SPARE_NAME = /^spare-\d+\.wal-spare$/;
 const MAX_SPARES = 2;
 const ZERO_CHUNK = 1024 * 1024;
 const DAMAGED_DIR = 'damaged';
+/**
+ * How the active segment is opened (a new one, or a spare): with O_DSYNC each write returns once
+ * its data is on disk, as a write followed by fdatasync would, in one call instead of two.
+ */
+const SEGMENT_NEW = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_DSYNC;
+const SEGMENT_SPARE = constants.O_RDWR | constants.O_DSYNC;
 
 const pad8 = (n: number) => (8 - (n % 8)) % 8;
 const ZEROS = new Uint8Array(8);
@@ -425,7 +433,7 @@ export class WriteAheadLog {
     }
     const start = segment.bytes;
     try {
-      // writev takes at most IOV_MAX (1024) buffers per call.
+      // writev takes at most IOV_MAX (1024) buffers per call; each returns once durable (O_DSYNC).
       let at = start;
       for (let i = 0; i < buffers.length; i += 1024) {
         const chunk = buffers.slice(i, i + 1024);
@@ -437,7 +445,6 @@ export class WriteAheadLog {
         }
         at += want;
       }
-      await fh.datasync();
     } catch (err) {
       await this.cutBack(start);
       throw err;
@@ -474,12 +481,9 @@ export class WriteAheadLog {
     const path = join(this.dir, segmentName(ordinal));
     const header = encodeHeader(this.epoch, this.nextSeq, this.prevValidBytes);
     const spare = await this.takeSpare(path, header);
-    const fh = spare ?? (await open(path, 'wx'));
+    const fh = spare ?? (await open(path, SEGMENT_NEW));
     try {
-      if (!spare) {
-        await fh.write(header, 0, HEADER_BYTES, 0);
-        await fh.datasync();
-      }
+      if (!spare) await fh.write(header, 0, HEADER_BYTES, 0);
       await fsyncPath(this.dir);
     } catch (err) {
       await fh.close().catch(() => {});
@@ -510,9 +514,8 @@ export class WriteAheadLog {
     if (spare === undefined) return null;
     let fh: FileHandle | null = null;
     try {
-      fh = await open(spare, 'r+');
+      fh = await open(spare, SEGMENT_SPARE);
       await fh.write(header, 0, HEADER_BYTES, 0);
-      await fh.datasync();
       await rename(spare, path);
       return fh;
     } catch {

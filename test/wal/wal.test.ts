@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
-import { mkdtemp, open, readdir, readFile, rm, stat, truncate, writeFile } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { mkdtemp, open, readdir, readFile, readlink, rm, stat, truncate, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -50,6 +51,19 @@ async function rotatedLog(name: string): Promise<{ dir: string; wal: WriteAheadL
   const logged: LoggedEntry[] = [];
   for (let i = 0; i < 12; i++) await wal.append([entry(20, i * 20)], (l) => logged.push(...l));
   return { dir, wal, logged };
+}
+
+/**
+ * Whether this process has `path` open with O_DSYNC (/proc/self/fdinfo): the log writes records
+ * that way instead of calling fdatasync after them, so without it nothing acknowledged is synced.
+ */
+async function openWithDsync(path: string): Promise<boolean> {
+  for (const fd of await readdir('/proc/self/fd')) {
+    if ((await readlink(`/proc/self/fd/${fd}`).catch(() => '')) !== path) continue;
+    const flags = /^flags:\s+([0-7]+)$/m.exec(await readFile(`/proc/self/fdinfo/${fd}`, 'utf8'))![1]!;
+    return (Number.parseInt(flags, 8) & constants.O_DSYNC) !== 0;
+  }
+  throw new Error(`${path} is not open`);
 }
 
 let root: string;
@@ -156,6 +170,7 @@ describe('WriteAheadLog', () => {
       await append();
       await new Promise((r) => setTimeout(r, 5));
     }
+    assert.ok(await openWithDsync(join(dir, (await segments(dir))[0]!)), 'a new segment is written with O_DSYNC');
     assert.equal(wal.stats().segments, 1);
     assert.equal(wal.stats().spare_segments, 1, 'a spare was prepared');
     // ... and becomes the next segment.
@@ -178,6 +193,7 @@ describe('WriteAheadLog', () => {
     const fresh = (await segments(dir)).filter((n) => !before.has(n));
     assert.equal(fresh.length, 1);
     assert.ok((await stat(join(dir, fresh[0]!))).size >= segmentBytes, 'the new segment is a reused file');
+    assert.ok(await openWithDsync(join(dir, fresh[0]!)), 'a reused segment is written with O_DSYNC');
     const newer: LoggedEntry[] = [];
     await wal.append([entry(3, 900_000)], (l) => newer.push(...l));
     // Closed with rows pending, as after a crash: replay yields the rows of the log's present only.
