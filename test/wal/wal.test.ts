@@ -170,7 +170,10 @@ describe('WriteAheadLog', () => {
       await append();
       await new Promise((r) => setTimeout(r, 5));
     }
-    assert.ok(await openWithDsync(join(dir, (await segments(dir))[0]!)), 'a new segment is written with O_DSYNC');
+    assert.ok(
+      await openWithDsync(join(dir, (await segments(dir))[0]!)),
+      'a new segment is written with O_DSYNC',
+    );
     assert.equal(wal.stats().segments, 1);
     assert.equal(wal.stats().spare_segments, 1, 'a spare was prepared');
     // ... and becomes the next segment.
