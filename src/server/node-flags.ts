@@ -10,10 +10,10 @@
 // JSON, peak RSS 50-70 MiB lower). It was 2 until it showed in the workers: each scavenge has a
 // fixed cost, and a decode worker scavenged every ~10 requests (trace-gc, 11 s of logs over
 // protobuf: 2,888 scavenges in the two decoders, 1.48 s; at 4: 1,505, 0.99 s; all threads'
-// collections 2.9 -> 2.0 s). Interleaved 8 s runs (bench/server-load.ts, default options), CPU s per 1M items at 2
-// against 4, medians: spans over JSON 9.4 -> 8.2, logs over protobuf 5.8 -> 5.5, spans over
-// protobuf 8.7 -> 8.6, logs over JSON 5.9 -> 6.0; peak RSS ~5 MiB higher at the median (4 MiB:
-// 234-259; 2 MiB: 227-262). At 6 or 8, peak RSS 264-304 MiB.
+// collections 2.9 -> 2.0 s). Interleaved 8 s runs (bench/server-load.ts, default options), CPU s
+// per 1M items at 2 against 4, medians: spans over JSON 9.4 -> 8.2, logs over protobuf 5.8 -> 5.5,
+// spans over protobuf 8.7 -> 8.6, logs over JSON 5.9 -> 6.0; peak RSS ~5 MiB higher at the median
+// (4 MiB: 234-259; 2 MiB: 227-262). At 6 or 8, peak RSS 264-304 MiB.
 export const SERVER_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=4'];
 
 /** `execArgv` with the server's flags added where it does not set them itself. */
