@@ -46,6 +46,12 @@ export interface LoggedEntry extends WalEntry {
 export interface WalOptions {
   /** A segment is closed once it holds this many bytes (a record is never split). Default 64 MiB. */
   segmentBytes?: number;
+  /**
+   * Open segments with O_DSYNC, so that a write returns once its data is on disk (one call).
+   * Default: where the platform has O_DSYNC (not on Windows); false: each write is followed by
+   * fdatasync, the same guarantee in two calls.
+   */
+  dsync?: boolean;
 }
 
 export interface WalStats {
@@ -75,12 +81,8 @@ const SPARE_NAME = /^spare-\d+\.wal-spare$/;
 const MAX_SPARES = 2;
 const ZERO_CHUNK = 1024 * 1024;
 const DAMAGED_DIR = 'damaged';
-/**
- * How the active segment is opened (a new one, or a spare): with O_DSYNC each write returns once
- * its data is on disk, as a write followed by fdatasync would, in one call instead of two.
- */
-const SEGMENT_NEW = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_DSYNC;
-const SEGMENT_SPARE = constants.O_RDWR | constants.O_DSYNC;
+/** O_DSYNC where the platform has it (Windows has not). */
+const O_DSYNC: number | undefined = constants.O_DSYNC;
 
 const pad8 = (n: number) => (8 - (n % 8)) % 8;
 const ZEROS = new Uint8Array(8);
@@ -236,6 +238,8 @@ export class WriteAheadLog {
   readonly appId: string;
   private readonly epoch: string;
   private readonly segmentBytes: number;
+  /** Segments are opened with O_DSYNC (else each write is followed by fdatasync). */
+  private readonly dsync: boolean;
   /** Oldest first; the last one may be the active one. */
   private readonly segments: Segment[] = [];
   private active: { segment: Segment; fh: FileHandle } | null = null;
@@ -274,6 +278,7 @@ export class WriteAheadLog {
     this.epoch = epoch;
     this.appId = `otelake-wal-${epoch}`;
     this.segmentBytes = opts.segmentBytes ?? DEFAULT_SEGMENT_BYTES;
+    this.dsync = (opts.dsync ?? true) && O_DSYNC !== undefined;
     this.found = found;
     this.unreplayed = new Set(found.map((f) => f.segment));
     this.segments.push(...found.map((f) => f.segment));
@@ -433,7 +438,7 @@ export class WriteAheadLog {
     }
     const start = segment.bytes;
     try {
-      // writev takes at most IOV_MAX (1024) buffers per call; each returns once durable (O_DSYNC).
+      // writev takes at most IOV_MAX (1024) buffers per call; with O_DSYNC each returns once durable.
       let at = start;
       for (let i = 0; i < buffers.length; i += 1024) {
         const chunk = buffers.slice(i, i + 1024);
@@ -445,6 +450,7 @@ export class WriteAheadLog {
         }
         at += want;
       }
+      await this.synced(fh);
     } catch (err) {
       await this.cutBack(start);
       throw err;
@@ -461,6 +467,17 @@ export class WriteAheadLog {
     )
       this.preparing ??= this.prepareSpare(segment.ordinal);
     return logged;
+  }
+
+  /** How a segment is opened for writing: a new file, or a spare (O_DSYNC with `dsync`). */
+  private openFlags(spare: boolean): number {
+    const base = spare ? constants.O_RDWR : constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL;
+    return this.dsync ? base | O_DSYNC! : base;
+  }
+
+  /** After a write to the active segment: its data is on disk once this resolves. */
+  private async synced(fh: FileHandle): Promise<void> {
+    if (!this.dsync) await fh.datasync();
   }
 
   /** After a failed write: truncates the active segment to `bytes`, or ends it there. */
@@ -481,9 +498,12 @@ export class WriteAheadLog {
     const path = join(this.dir, segmentName(ordinal));
     const header = encodeHeader(this.epoch, this.nextSeq, this.prevValidBytes);
     const spare = await this.takeSpare(path, header);
-    const fh = spare ?? (await open(path, SEGMENT_NEW));
+    const fh = spare ?? (await open(path, this.openFlags(false)));
     try {
-      if (!spare) await fh.write(header, 0, HEADER_BYTES, 0);
+      if (!spare) {
+        await fh.write(header, 0, HEADER_BYTES, 0);
+        await this.synced(fh);
+      }
       await fsyncPath(this.dir);
     } catch (err) {
       await fh.close().catch(() => {});
@@ -514,8 +534,9 @@ export class WriteAheadLog {
     if (spare === undefined) return null;
     let fh: FileHandle | null = null;
     try {
-      fh = await open(spare, SEGMENT_SPARE);
+      fh = await open(spare, this.openFlags(true));
       await fh.write(header, 0, HEADER_BYTES, 0);
+      await this.synced(fh);
       await rename(spare, path);
       return fh;
     } catch {

@@ -218,6 +218,46 @@ describe('WriteAheadLog', () => {
     assert.deepEqual(await readdir(dir), [], 'a clean close leaves no segment and no spare');
   });
 
+  it('syncs each write: by O_DSYNC, or by fdatasync after it where that is asked for', async () => {
+    // Counts fdatasync calls on any file handle while `run` runs.
+    const probe = await open(join(root, 'probe'), 'w');
+    const proto = Object.getPrototypeOf(probe) as { datasync: () => Promise<void> };
+    await probe.close();
+    const datasyncs = async (run: () => Promise<void>): Promise<number> => {
+      const original = proto.datasync;
+      let n = 0;
+      proto.datasync = function (this: unknown) {
+        n++;
+        return original.call(this);
+      };
+      try {
+        await run();
+      } finally {
+        proto.datasync = original;
+      }
+      return n;
+    };
+    for (const dsync of [true, false]) {
+      const dir = join(root, `dsync-${dsync}`);
+      const { wal } = await WriteAheadLog.open(dir, { dsync });
+      await replayAll(wal);
+      await wal.append([entry(5, 0)], () => {}); // the segment is opened (and its header written)
+      const path = join(dir, (await segments(dir))[0]!);
+      assert.equal(await openWithDsync(path), dsync);
+      const n = await datasyncs(async () => {
+        for (let i = 1; i <= 3; i++) await wal.append([entry(5, i * 5)], () => {});
+      });
+      assert.equal(n, dsync ? 0 : 3, `fdatasync calls for three records, dsync ${dsync}`);
+      await wal.close();
+      const again = (await WriteAheadLog.open(dir)).wal;
+      assert.deepEqual(
+        (await replayAll(again)).flatMap((e) => times(e)),
+        Array.from({ length: 20 }, (_, i) => BigInt(i)),
+      );
+      await again.close();
+    }
+  });
+
   it('replays segments written before records were tied to their segment (OTLKWAL1)', async () => {
     const dir = join(root, 'v1');
     const { wal } = await WriteAheadLog.open(dir);
