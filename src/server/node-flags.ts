@@ -1,6 +1,6 @@
-// Node flags and environment of a server process (`otelake start` in the background and its reload mode, `npm
-// start`, the benchmarks' servers). They have to be on the command line: V8 sizes a heap when the
-// process starts, and a flag set later changes nothing.
+// Node flags and environment of a server process (`otelake start` in the background and its reload
+// mode, `npm start`, the benchmarks' servers). They have to be on the command line: V8 sizes a heap
+// when the process starts, and a flag set later changes nothing.
 //
 // --max-semi-space-size=4: young generations of 4 MiB semi-spaces instead of V8's up to 16. A V8
 // flag is the process's: it sizes every isolate's young generation, the workers' too (it wins over
@@ -31,8 +31,9 @@ export function withServerFlags(execArgv: readonly string[]): string[] {
 // an arena keeps up to 4 MiB free at its top, so that zstd's ~1.3 MiB context, made for every
 // page, is not handed back and faulted in again each time (at the default 128 KiB: 25 times the
 // page faults, +65% compression CPU); two arenas serve all threads instead of one each. 60 s at
-// full load, default options (bench/server-load.ts --seconds 60): peak RSS 328-341 -> 279 MiB
-// (logs over protobuf) and 327-332 -> 267 MiB (spans over JSON); 8 s runs: 264-296 -> 236-247 and
+// full load, default options (bench/server-load.ts --seconds 60, with 2 MiB semi-spaces then; at
+// 4 MiB: 296 and 297): peak RSS 328-341 -> 279 MiB (logs over protobuf) and 327-332 -> 267 MiB
+// (spans over JSON); 8 s runs: 264-296 -> 236-247 and
 // 267-290 -> 232-242 MiB, CPU per item within the runs' noise (docs/benchmarks.md). withServerEnv
 // keeps values already set; `npm start` sets them on its command line.
 export const SERVER_ENV: Readonly<Record<string, string>> = {
