@@ -1,6 +1,8 @@
 // The write-ahead log. A request is acknowledged only once its rows are in the log and synced to
 // disk; one synced write (O_DSYNC) serves every request that arrived while the previous one ran
-// (group commit).
+// (group commit). With O_DSYNC the event loop makes that write itself, at the end of the loop's
+// turn, so that it holds every record decoded in that turn: handing it to libuv's threads cost two
+// thread wake-ups per write, and on busy cores each could wait a time slice (see writeAt).
 // Each row gets a sequence number; the Delta commit that stores rows records, in a `txn` action,
 // the sequence number it covers up to, so that replay after a crash writes every row exactly once
 // (see replay.ts). A segment file is deleted once every row in it is committed (or given up).
@@ -23,7 +25,7 @@
 // never repeat, and replay also wants each record to continue the sequence numbers.
 
 import { randomUUID } from 'node:crypto';
-import { constants } from 'node:fs';
+import { constants, writevSync } from 'node:fs';
 import { type FileHandle, mkdir, open, readdir, rename, stat, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { crc32 } from 'node:zlib';
@@ -386,6 +388,9 @@ export class WriteAheadLog {
   }
 
   private async writeLoop(): Promise<void> {
+    // A synchronous write starts at the end of this turn of the event loop, once the records of
+    // every request decoded in it have joined the group.
+    if (this.dsync) await new Promise((resolve) => setImmediate(resolve));
     while (this.pending.length > 0) {
       const group = this.pending;
       this.pending = [];
@@ -443,7 +448,7 @@ export class WriteAheadLog {
       for (let i = 0; i < buffers.length; i += 1024) {
         const chunk = buffers.slice(i, i + 1024);
         const want = chunk.reduce((n, b) => n + b.byteLength, 0);
-        const { bytesWritten } = await fh.writev(chunk, at);
+        const bytesWritten = await this.writeAt(fh, chunk, at);
         if (bytesWritten !== want) {
           const note = await diskFullNote(segment.path);
           throw new Error(`short write to ${segment.path}: ${bytesWritten} of ${want} bytes${note}`);
@@ -473,6 +478,20 @@ export class WriteAheadLog {
   private openFlags(spare: boolean): number {
     const base = spare ? constants.O_RDWR : constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL;
     return this.dsync ? base | O_DSYNC! : base;
+  }
+
+  /**
+   * Writes `buffers` at `position` of the active segment; resolves to the bytes written. With
+   * O_DSYNC the event loop writes them itself and waits for the disk (a 57 KB synced write: 0.15 ms
+   * at the median on this project's idle test disk; on a slower disk group commit makes fewer,
+   * larger writes). Through libuv's threads, a write was two thread wake-ups, and beside two decode
+   * workers and the Parquet worker on two busy cores each could wait a time slice: interleaved
+   * runs (bench/server-load.ts, default options) gave half-load p99 of 5.9-8.8 against 8.1-10.2 ms
+   * for logs over protobuf, with less CPU per item (docs/benchmarks.md).
+   */
+  private writeAt(fh: FileHandle, buffers: Uint8Array[], position: number): number | Promise<number> {
+    if (this.dsync) return writevSync(fh.fd, buffers, position);
+    return fh.writev(buffers, position).then((r) => r.bytesWritten);
   }
 
   /** After a write to the active segment: its data is on disk once this resolves. */
