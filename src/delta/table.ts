@@ -186,7 +186,11 @@ function deltaPool(): WorkerPool {
   if (!pool) {
     pool = new WorkerPool(siblingModule(import.meta.url, 'parquet-worker'), {
       size: Math.max(1, Math.min(2, availableParallelism())),
+      // Only a compaction may load polars, whose native memory goes back only when V8 collects:
+      // replacing the worker every 256 writes cost ~130 ms of CPU in its first 250 ms each time
+      // (every ~15 s at full load), a burst beside the event loop's requests.
       recycleAfter: 256,
+      recycleTasks: ['compact'],
       resourceLimits: { maxYoungGenerationSizeMb: PARQUET_YOUNG_GENERATION_MB },
       // One worker keeps up with ingest (its files and in-day compactions): under load a second
       // one gave the same throughput and 80-130 MiB more peak RSS. A second starts when a task

@@ -25,6 +25,7 @@ type Pending = { resolve: (v: unknown) => void; reject: (e: Error) => void };
 
 interface Slot {
   worker: Worker;
+  /** Tasks posted to it that count toward recycleAfter. */
   tasksRun: number;
   /** Takes no new task: it is replaced once its tasks in flight are answered. */
   retiring: boolean;
@@ -38,6 +39,11 @@ export interface WorkerPoolOptions {
   size: number;
   /** Replace a worker after it ran this many tasks (bounds native memory). 0 = never. */
   recycleAfter?: number;
+  /**
+   * The tasks that count toward `recycleAfter` (default: every task): those that leave native
+   * memory behind. A replaced worker's start costs a burst of CPU (modules loaded, code compiled).
+   */
+  recycleTasks?: readonly string[] | null;
   /** Extra flags for the worker (e.g. '--expose-gc'). */
   execArgv?: string[];
   /** Data every worker gets as `workerData`. */
@@ -74,6 +80,7 @@ export class WorkerPool {
     this.url = moduleUrl;
     this.opts = {
       recycleAfter: 0,
+      recycleTasks: null,
       execArgv: [],
       workerData: undefined,
       maxInFlight: 1,
@@ -145,6 +152,7 @@ export class WorkerPool {
       slot.idleTimer = null;
       slot.worker.ref(); // a task in flight keeps the process alive; an idle worker does not
       slot.pending.set(id, job.p);
+      if (this.opts.recycleTasks?.includes(job.task) ?? true) slot.tasksRun++;
       slot.worker.postMessage({ id, task: job.task, payload: job.payload }, job.transfer);
     }
   }
@@ -195,7 +203,6 @@ export class WorkerPool {
         const p = slot.pending.get(msg.id);
         slot.pending.delete(msg.id);
         if (slot.pending.size === 0) slot.worker.unref();
-        slot.tasksRun++;
         if (p) {
           if (msg.ok) p.resolve(msg.result);
           else

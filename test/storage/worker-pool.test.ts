@@ -81,6 +81,18 @@ describe('WorkerPool', () => {
     await assert.rejects(pool.run('echo', 1), /closed/);
   });
 
+  it('counts only recycleTasks toward recycleAfter', async () => {
+    const pool = new WorkerPool(url, { size: 1, recycleAfter: 2, recycleTasks: ['echo'] });
+    const whoami = async () => (await pool.run<{ threadId: number }>('whoami', null)).threadId;
+    const first = await whoami();
+    for (let i = 0; i < 4; i++) assert.equal(await whoami(), first, 'tasks not counted keep the worker');
+    assert.equal(await pool.run('echo', 1), 1);
+    assert.equal(await whoami(), first, 'one counted task of two');
+    assert.equal(await pool.run('echo', 2), 2);
+    assert.notEqual(await whoami(), first, 'the second one retires it');
+    await pool.close();
+  });
+
   it('an aborted signal takes a waiting task out of the queue and rejects a running one at once', async () => {
     const pool = new WorkerPool(url, { size: 1 });
     const first = new AbortController();
