@@ -54,6 +54,12 @@ export interface WalOptions {
    * fdatasync, the same guarantee in two calls.
    */
   dsync?: boolean;
+  /**
+   * With O_DSYNC the event loop writes the log itself (see writeAt); a write that takes longer than
+   * this (a slow or stalled disk) hands the next ones to libuv's pool for POOL_AFTER_SLOW_WRITE_MS,
+   * so that the loop keeps serving other requests while the disk is slow. Default 50 ms.
+   */
+  eventLoopWriteMaxMs?: number;
 }
 
 export interface WalStats {
@@ -77,6 +83,13 @@ const DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024;
 /** An active segment this large whose rows are all committed is replaced (kept as a spare or deleted) before the next write. */
 const RECYCLE_EMPTY_BYTES = 1024 * 1024;
 const SEGMENT_NAME = /^(\d{12})\.wal$/;
+/**
+ * A write on the event loop slower than this means the disk is stalling. Under full load here the
+ * loop's synced writes took 0.17 ms at the median, 1.5-2.7 ms at p99, 14-18 ms at most.
+ */
+const DEFAULT_EVENT_LOOP_WRITE_MAX_MS = 50;
+/** How long the log writes through libuv's pool after a write on the event loop was slow. */
+const POOL_AFTER_SLOW_WRITE_MS = 10_000;
 /** A prepared or reused segment file waiting to become the next segment. */
 const SPARE_NAME = /^spare-\d+\.wal-spare$/;
 /** Spares kept at most: enough for the segments a busy log goes through before they are committed. */
@@ -242,6 +255,9 @@ export class WriteAheadLog {
   private readonly segmentBytes: number;
   /** Segments are opened with O_DSYNC (else each write is followed by fdatasync). */
   private readonly dsync: boolean;
+  private readonly eventLoopWriteMaxMs: number;
+  /** Until then (performance.now()) writes go through libuv's pool: a recent one was slow. */
+  private poolUntil = 0;
   /** Oldest first; the last one may be the active one. */
   private readonly segments: Segment[] = [];
   private active: { segment: Segment; fh: FileHandle } | null = null;
@@ -281,6 +297,7 @@ export class WriteAheadLog {
     this.appId = `otelake-wal-${epoch}`;
     this.segmentBytes = opts.segmentBytes ?? DEFAULT_SEGMENT_BYTES;
     this.dsync = (opts.dsync ?? true) && O_DSYNC !== undefined;
+    this.eventLoopWriteMaxMs = opts.eventLoopWriteMaxMs ?? DEFAULT_EVENT_LOOP_WRITE_MAX_MS;
     this.found = found;
     this.unreplayed = new Set(found.map((f) => f.segment));
     this.segments.push(...found.map((f) => f.segment));
@@ -487,10 +504,19 @@ export class WriteAheadLog {
    * larger writes). Through libuv's threads, a write was two thread wake-ups, and beside two decode
    * workers and the Parquet worker on two busy cores each could wait a time slice: interleaved
    * runs (bench/server-load.ts, default options) gave half-load p99 of 5.9-8.8 against 8.1-10.2 ms
-   * for logs over protobuf, with less CPU per item (docs/benchmarks.md).
+   * for logs over protobuf, with less CPU per item (docs/benchmarks.md). After a write slower
+   * than `eventLoopWriteMaxMs` the pool takes the writes again for a while: a stalled disk must
+   * not stop the loop from reading requests and answering /healthz.
    */
   private writeAt(fh: FileHandle, buffers: Uint8Array[], position: number): number | Promise<number> {
-    if (this.dsync) return writevSync(fh.fd, buffers, position);
+    if (this.dsync && performance.now() >= this.poolUntil) {
+      const start = performance.now();
+      const bytes = writevSync(fh.fd, buffers, position);
+      const end = performance.now();
+      if (end - start > this.eventLoopWriteMaxMs) this.poolUntil = end + POOL_AFTER_SLOW_WRITE_MS;
+      return bytes;
+    }
+    // On the pool the segment's O_DSYNC (when set) still makes the write return once durable.
     return fh.writev(buffers, position).then((r) => r.bytesWritten);
   }
 

@@ -266,6 +266,35 @@ describe('WriteAheadLog', () => {
     }
   });
 
+  it("writes on the event loop, and through libuv's pool for a while after a slow write", async () => {
+    // eventLoopWriteMaxMs -1: every write counts as slow; 1e9: none does.
+    for (const [limit, slow] of [
+      [1e9, false],
+      [-1, true],
+    ] as const) {
+      const dir = join(root, `slow-${slow}`);
+      const { wal } = await WriteAheadLog.open(dir, { eventLoopWriteMaxMs: limit });
+      await replayAll(wal);
+      await wal.append([entry(2, 0)], () => {}); // on the event loop: the segment's first record
+      const fh = (wal as unknown as { active: { fh: { writev: (...a: never[]) => unknown } } }).active.fh;
+      const real = fh.writev;
+      let poolWrites = 0;
+      fh.writev = function (this: unknown, ...args: never[]) {
+        poolWrites++;
+        return real.apply(this, args);
+      };
+      for (let i = 1; i <= 3; i++) await wal.append([entry(2, i * 2)], () => {});
+      assert.equal(poolWrites, slow ? 3 : 0, `writes through the pool, slow ${slow}`);
+      await wal.close();
+      const again = (await WriteAheadLog.open(dir)).wal;
+      assert.deepEqual(
+        (await replayAll(again)).flatMap((e) => times(e)),
+        Array.from({ length: 8 }, (_, i) => BigInt(i)),
+      );
+      await again.close();
+    }
+  });
+
   it('replays segments written before records were tied to their segment (OTLKWAL1)', async () => {
     const dir = join(root, 'v1');
     const { wal } = await WriteAheadLog.open(dir);
