@@ -39,6 +39,16 @@ async function replayAll(wal: WriteAheadLog): Promise<LoggedEntry[]> {
   return out;
 }
 
+/** Reopens the log in `dir` and checks that it replays rows 0 to n - 1, in order. */
+async function assertReplaysRows(dir: string, n: number): Promise<void> {
+  const again = (await WriteAheadLog.open(dir)).wal;
+  assert.deepEqual(
+    (await replayAll(again)).flatMap((e) => times(e)),
+    Array.from({ length: n }, (_, i) => BigInt(i)),
+  );
+  await again.close();
+}
+
 async function segments(dir: string): Promise<string[]> {
   return (await readdir(dir)).filter((n) => n.endsWith('.wal')).sort();
 }
@@ -257,12 +267,7 @@ describe('WriteAheadLog', () => {
       });
       assert.equal(n, dsync ? 0 : 3, `fdatasync calls for three records, dsync ${dsync}`);
       await wal.close();
-      const again = (await WriteAheadLog.open(dir)).wal;
-      assert.deepEqual(
-        (await replayAll(again)).flatMap((e) => times(e)),
-        Array.from({ length: 20 }, (_, i) => BigInt(i)),
-      );
-      await again.close();
+      await assertReplaysRows(dir, 20);
     }
   });
 
@@ -286,12 +291,7 @@ describe('WriteAheadLog', () => {
       for (let i = 1; i <= 3; i++) await wal.append([entry(2, i * 2)], () => {});
       assert.equal(poolWrites, slow ? 3 : 0, `writes through the pool, slow ${slow}`);
       await wal.close();
-      const again = (await WriteAheadLog.open(dir)).wal;
-      assert.deepEqual(
-        (await replayAll(again)).flatMap((e) => times(e)),
-        Array.from({ length: 8 }, (_, i) => BigInt(i)),
-      );
-      await again.close();
+      await assertReplaysRows(dir, 8);
     }
   });
 
