@@ -33,9 +33,9 @@ export function withServerFlags(execArgv: readonly string[]): string[] {
 // page faults, +65% compression CPU); two arenas serve all threads instead of one each. 60 s at
 // full load, default options (bench/server-load.ts --seconds 60, with 2 MiB semi-spaces then; at
 // 4 MiB: 296 and 297): peak RSS 328-341 -> 279 MiB (logs over protobuf) and 327-332 -> 267 MiB
-// (spans over JSON); 8 s runs: 264-296 -> 236-247 and
-// 267-290 -> 232-242 MiB, CPU per item within the runs' noise (docs/benchmarks.md). withServerEnv
-// keeps values already set; `npm start` sets them on its command line.
+// (spans over JSON); 8 s runs: 264-296 -> 236-247 and 267-290 -> 232-242 MiB, CPU per item within
+// the runs' noise (docs/benchmarks.md). withServerEnv keeps values already set; `npm start` sets
+// them on its command line.
 export const SERVER_ENV: Readonly<Record<string, string>> = {
   MALLOC_ARENA_MAX: '2',
   MALLOC_MMAP_THRESHOLD_: '2097152',
