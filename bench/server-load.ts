@@ -1,10 +1,12 @@
-// Server load benchmark: a load generator sends realistic OTLP/HTTP requests (100 spans or log
-// records each, HTTP-service attributes) over N keep-alive connections to an otelake server running
-// in a separate process (runServer), in JSON and protobuf, with and without gzip.
+// Server load benchmark: a load generator sends realistic OTLP/HTTP requests (100 spans, log
+// records or metric data points each, HTTP-service attributes, points of all five kinds) over N
+// keep-alive connections to an otelake server running in a separate process (runServer), in JSON
+// and protobuf, with and without gzip.
 //
 // For each scenario it measures, after a warm-up:
 //   - sustained throughput: rows committed to Delta tables (healthz aggregator.rows_written) per second,
-//     converted to spans/s or log records/s (span events are committed rows too, counted apart);
+//     converted to spans/s, log records/s or data points/s (span events are committed rows too,
+//     counted apart);
 //   - request latency p50/p99 at full load (closed loop: each connection sends its next request
 //     when the previous one is answered);
 //   - request latency p50/p99 at half the measured rate (open loop, measured from the scheduled
@@ -16,7 +18,8 @@
 // little of the CPU the server needs.
 //
 // Usage: node bench/server-load.ts [--seconds 10] [--warmup 3] [--connections 8]
-//          [--scenarios spans-json,spans-proto,logs-json,logs-proto] [--gzip off,on]
+//          [--scenarios spans-json,spans-proto,logs-json,logs-proto,metrics-json,metrics-proto]
+//          [--gzip off,on]
 //          [--max-batch-rows 20000] [--min-batch-rows MAX] [--decode-workers N] [--no-half]
 //          [--durability wal,memory] [--options default,tuned]
 //
@@ -51,9 +54,16 @@ import { loadProtobuf, type Signal } from '../src/otlp/index.ts';
 import { withServerEnv, withServerFlags } from '../src/server/node-flags.ts';
 import type { PartialOptions } from '../src/storage/options.ts';
 import { RawConnection, rawRequest } from './http-client.ts';
-import { logsRequest, tracesRequest } from './otlp-payloads.ts';
+import { logsRequest, metricsRequest, tracesRequest } from './otlp-payloads.ts';
 
 const ITEMS_PER_REQUEST = 100;
+const REQUESTS = { traces: tracesRequest, logs: logsRequest, metrics: metricsRequest };
+/** A scenario's first word names the signal it sends. */
+function signalOf(kind: string): Signal {
+  const signal = ({ spans: 'traces', logs: 'logs', metrics: 'metrics' } as const)[kind as 'spans'];
+  if (!signal) throw new Error(`unknown scenario kind ${kind}: spans, logs or metrics`);
+  return signal;
+}
 const DISTINCT_BODIES = 32;
 
 // --- server child -------------------------------------------------------------------------------
@@ -117,8 +127,7 @@ async function buildBodies(
   let rowsPerRequest = 0;
   for (let i = 0; i < DISTINCT_BODIES; i++) {
     const seed = 1 + i * 7;
-    const msg =
-      s.signal === 'traces' ? tracesRequest(ITEMS_PER_REQUEST, seed) : logsRequest(ITEMS_PER_REQUEST, seed);
+    const msg = REQUESTS[s.signal](ITEMS_PER_REQUEST, seed);
     if (i === 0) {
       rowsPerRequest =
         s.signal === 'traces'
@@ -127,7 +136,7 @@ async function buildBodies(
               (n, sp) => n + sp.events.length,
               0,
             )
-          : ITEMS_PER_REQUEST;
+          : ITEMS_PER_REQUEST; // a log record, or a data point of any kind, is one row
     }
     let bytes: Buffer;
     if (proto) {
@@ -322,7 +331,10 @@ async function main(): Promise<void> {
       seconds: { type: 'string', default: '10' },
       warmup: { type: 'string', default: '3' },
       connections: { type: 'string', default: '8' },
-      scenarios: { type: 'string', default: 'spans-json,spans-proto,logs-json,logs-proto' },
+      scenarios: {
+        type: 'string',
+        default: 'spans-json,spans-proto,logs-json,logs-proto,metrics-json,metrics-proto',
+      },
       gzip: { type: 'string', default: 'off,on' },
       'max-batch-rows': { type: 'string', default: '20000' },
       'min-batch-rows': { type: 'string' },
@@ -366,7 +378,7 @@ async function main(): Promise<void> {
           const label = [set, ...(durabilities.length > 1 ? [durability] : [])].join(', ');
           scenarios.push({
             name: `${name}${g === 'on' ? '-gzip' : ''} [${label}]`,
-            signal: kind === 'spans' ? 'traces' : 'logs',
+            signal: signalOf(kind!),
             format: fmt === 'proto' ? 'protobuf' : 'json',
             gzip: g === 'on',
             durability,
@@ -382,7 +394,7 @@ async function main(): Promise<void> {
     const { bodies, rowsPerRequest, itemsPerRequest } = await buildBodies(s);
     const avgBytes = Math.round(bodies.reduce((n, b) => n + b.bytes.length, 0) / bodies.length);
     const server = await startServer({ ...s.options, durability: s.durability });
-    const path = s.signal === 'traces' ? '/v1/traces' : '/v1/logs';
+    const path = `/v1/${s.signal}`;
     try {
       const warm = await closedLoop(server.url, bodies, connections, warmup * 1000, path);
       const { rows_written: w0, batches_written: b0 } = (await health(server.url)).aggregator;
