@@ -1,5 +1,6 @@
 // A batch of rows held column by column, ready to be written as one Parquet file. Numeric columns
-// are typed arrays (int64 exact as BigInt64Array) with an optional validity mask. The builder
+// are typed arrays (int64 exact as BigInt64Array) with an optional validity mask; a list column is
+// one typed array of every row's elements with offsets, as a utf8 column is bytes with offsets. The builder
 // encodes strings to UTF-8 as rows arrive (`utf8` columns): the strings die young instead of
 // being promoted by the GC, and a batch crosses to a worker as a few buffers rather than as
 // hundreds of thousands of strings to clone. `string` columns (arrays) are accepted too, except
@@ -26,8 +27,9 @@ export type ColumnData =
   | { kind: 'integer'; values: Int32Array; valid: Uint8Array | null }
   | { kind: 'double'; values: Float64Array; valid: Uint8Array | null }
   | { kind: 'boolean'; values: Uint8Array; valid: Uint8Array | null }
-  | { kind: 'list_long'; values: (BigInt64Array | null)[] }
-  | { kind: 'list_double'; values: (Float64Array | null)[] };
+  /** Every row's elements in one array; row i is items[offsets[i]..offsets[i + 1]] (none when null). */
+  | { kind: 'list_long'; items: BigInt64Array; offsets: Int32Array; valid: Uint8Array | null }
+  | { kind: 'list_double'; items: Float64Array; offsets: Int32Array; valid: Uint8Array | null };
 
 export type ColumnKind = ColumnData['kind'];
 
@@ -105,7 +107,8 @@ export function joinBatches(b: Batches, names: readonly string[], arena?: Arena)
 }
 
 export type Utf8Data = Extract<ColumnData, { kind: 'utf8' }>;
-type TypedData = Extract<ColumnData, { valid: Uint8Array | null }>;
+export type ListData = Extract<ColumnData, { kind: 'list_long' | 'list_double' }>;
+type TypedData = Exclude<Extract<ColumnData, { valid: Uint8Array | null }>, ListData>;
 
 function joinColumn(
   cols: ColumnData[],
@@ -114,7 +117,7 @@ function joinColumn(
   alloc: Alloc,
 ): ColumnData {
   const kind = cols[0]!.kind;
-  if (kind === 'string' || kind === 'list_long' || kind === 'list_double') {
+  if (kind === 'string') {
     const values = parts.flatMap((p, i) => (cols[i] as { values: unknown[] }).values.slice(0, p.numRows));
     return { kind, values } as ColumnData;
   }
@@ -130,6 +133,8 @@ function joinColumn(
       at += p.numRows;
     });
   }
+  if (kind === 'list_long' || kind === 'list_double')
+    return joinLists(cols as ListData[], parts, rows, valid, alloc);
   if (kind !== 'utf8') {
     const first = (cols[0] as Extract<TypedData, { values: unknown }>).values;
     const values = alloc(first.constructor as ArrayCtor<Uint8Array> & { BYTES_PER_ELEMENT: number }, rows);
@@ -164,6 +169,41 @@ function joinColumn(
     pos += end - start;
   });
   return { kind: 'utf8', bytes, offsets, valid, repeats };
+}
+
+function joinLists(
+  lists: ListData[],
+  parts: readonly ColumnBatch[],
+  rows: number,
+  valid: Uint8Array | null,
+  alloc: Alloc,
+): ListData {
+  let size = 0;
+  parts.forEach((p, i) => {
+    size += lists[i]!.offsets[p.numRows]! - lists[i]!.offsets[0]!;
+  });
+  const items = alloc(lists[0]!.items.constructor as typeof Float64Array, size);
+  const offsets = alloc(Int32Array, rows + 1);
+  offsets[0] = 0;
+  let row = 0;
+  let pos = 0;
+  parts.forEach((p, i) => {
+    const c = lists[i]!;
+    const start = c.offsets[0]!;
+    const end = c.offsets[p.numRows]!;
+    (items as Float64Array).set(c.items.subarray(start, end) as Float64Array, pos);
+    const shift = pos - start;
+    for (let r = 1; r <= p.numRows; r++) offsets[row + r] = c.offsets[r]! + shift;
+    row += p.numRows;
+    pos += end - start;
+  });
+  return { kind: lists[0]!.kind, items, offsets, valid } as ListData;
+}
+
+/** Row `i` of a list column, as a view of its elements (null when null). */
+export function listValue(c: ListData, i: number): BigInt64Array | Float64Array | null {
+  if (c.valid !== null && c.valid[i] !== 1) return null;
+  return c.items.subarray(c.offsets[i]!, c.offsets[i + 1]!);
 }
 
 // --- int64 extremes -----------------------------------------------------------------------------
@@ -296,7 +336,7 @@ export function utf8Of(values: readonly (string | null)[], n: number): Utf8Data 
 
 /** Rows held by a column. */
 export function columnLength(column: ColumnData): number {
-  return column.kind === 'utf8' ? column.offsets.length - 1 : column.values.length;
+  return 'offsets' in column ? column.offsets.length - 1 : column.values.length;
 }
 
 /** The kind a schema type is stored as; a string column may also come as `utf8`. */
@@ -309,8 +349,6 @@ export function columnKind(type: ColumnType): ColumnKind {
 export function isValid(column: ColumnData, i: number): boolean {
   switch (column.kind) {
     case 'string':
-    case 'list_long':
-    case 'list_double':
       return column.values[i] !== null;
     default:
       return column.valid === null || column.valid[i] === 1;
@@ -327,8 +365,9 @@ export function transferables(batches: Batches): ArrayBuffer[] {
     if (c.kind === 'utf8') {
       out.add(c.bytes.buffer as ArrayBuffer).add(c.offsets.buffer as ArrayBuffer);
       if (c.repeats) out.add(c.repeats.buffer as ArrayBuffer);
+    } else if (c.kind === 'list_long' || c.kind === 'list_double') {
+      out.add(c.items.buffer as ArrayBuffer).add(c.offsets.buffer as ArrayBuffer);
     } else if ('valid' in c) out.add(c.values.buffer as ArrayBuffer);
-    else for (const v of c.values) if (v && typeof v !== 'string') out.add(v.buffer as ArrayBuffer);
     if ('valid' in c && c.valid) out.add(c.valid.buffer as ArrayBuffer);
   }
   return [...out];
@@ -415,26 +454,13 @@ export function packBatch(batch: ColumnBatch): PackedBatch {
       header[h + 4] = plan(c.valid ? c.valid.subarray(0, n) : null);
       header[h + 5] = plan(c.repeats ? c.repeats.subarray(0, n) : null);
     } else if (c.kind === 'list_long' || c.kind === 'list_double') {
-      const offsets = new Int32Array(n + 1);
-      const present = new Uint8Array(n);
-      let total = 0;
-      for (let i = 0; i < n; i++) {
-        const v = c.values[i];
-        if (v) {
-          present[i] = 1;
-          total += v.length;
-        }
-        offsets[i + 1] = total;
-      }
-      const items = c.kind === 'list_long' ? new BigInt64Array(total) : new Float64Array(total);
-      for (let i = 0; i < n; i++) {
-        const v = c.values[i];
-        if (v) (items as Float64Array).set(v as Float64Array, offsets[i]!);
-      }
+      const start = c.offsets[0]!;
+      const offsets = c.offsets.subarray(0, n + 1);
+      const items = c.items.subarray(start, c.offsets[n]);
       header[h + 1] = plan(items);
-      header[h + 2] = total;
-      header[h + 3] = plan(offsets);
-      header[h + 4] = plan(present);
+      header[h + 2] = items.length;
+      header[h + 3] = plan(start === 0 ? offsets : offsets.map((o) => o - start));
+      header[h + 4] = plan(c.valid ? c.valid.subarray(0, n) : null);
       header[h + 5] = -1;
     } else {
       header[h + 1] = plan(c.values.subarray(0, n));
@@ -481,16 +507,9 @@ export function unpackBatch(p: PackedBatch, names: readonly string[]): ColumnBat
       const offsets = view<Int32Array>(Int32Array, c, n + 1);
       columns[name] = { kind, bytes, offsets, valid: opt(d, n), repeats: opt(e, n) };
     } else if (kind === 'list_long' || kind === 'list_double') {
-      const items =
-        kind === 'list_long'
-          ? view<BigInt64Array>(BigInt64Array, a, b)
-          : view<Float64Array>(Float64Array, a, b);
+      const items = view(kind === 'list_long' ? BigInt64Array : Float64Array, a, b);
       const offsets = view<Int32Array>(Int32Array, c, n + 1);
-      const present = view<Uint8Array>(Uint8Array, d, n);
-      const values = Array.from({ length: n }, (_, i) =>
-        present[i] ? items.subarray(offsets[i]!, offsets[i + 1]!) : null,
-      );
-      columns[name] = { kind, values } as ColumnData;
+      columns[name] = { kind, items, offsets, valid: opt(d, n) } as ColumnData;
     } else {
       columns[name] = { kind, values: view(VALUE_CTOR[kind]!, a, n), valid: opt(d, n) } as ColumnData;
     }
@@ -644,6 +663,63 @@ class Utf8Column {
 
 const UTF8_CHUNK = 512;
 
+/** A list column's elements as rows arrive: one growing typed array and the rows' offsets. */
+class ListColumn {
+  private items: BigInt64Array | Float64Array;
+  private offsets: Int32Array;
+  private used = 0;
+
+  constructor(kind: 'list_long' | 'list_double', rows: number) {
+    this.items = kind === 'list_long' ? new BigInt64Array(rows * 4) : new Float64Array(rows * 4);
+    this.offsets = new Int32Array(rows + 1);
+  }
+
+  /** Row `row`'s elements (none for a null row): a typed array of the column's type, or an array. */
+  push(row: number, v: ArrayLike<bigint | number> | null): void {
+    if (v !== null) {
+      this.reserve(v.length);
+      (this.items as Float64Array).set(v as ArrayLike<number>, this.used);
+      this.used += v.length;
+    }
+    this.offsets[row + 1] = this.used;
+  }
+
+  /** Appends rows [from, to) of a list column as rows starting at `row`. */
+  append(src: ListData, from: number, to: number, row: number): void {
+    const start = src.offsets[from]!;
+    const end = src.offsets[to]!;
+    this.reserve(end - start);
+    (this.items as Float64Array).set(src.items.subarray(start, end) as Float64Array, this.used);
+    const shift = this.used - start;
+    for (let i = from; i < to; i++) this.offsets[row + 1 + i - from] = src.offsets[i + 1]! + shift;
+    this.used += end - start;
+  }
+
+  clear(): void {
+    this.used = 0;
+  }
+
+  growRows(rows: number): void {
+    const offsets = new Int32Array(rows + 1);
+    offsets.set(this.offsets);
+    this.offsets = offsets;
+  }
+
+  private reserve(n: number): void {
+    if (this.used + n <= this.items.length) return;
+    let size = Math.max(16, this.items.length * 2);
+    while (size < this.used + n) size *= 2;
+    const next = new (this.items.constructor as typeof Float64Array)(size);
+    next.set(this.items.subarray(0, this.used) as Float64Array);
+    this.items = next;
+  }
+
+  /** Views of the first `rows` rows (the builder starts new arrays for its next batch). */
+  encoded(rows: number): { items: BigInt64Array | Float64Array; offsets: Int32Array } {
+    return { items: this.items.subarray(0, this.used), offsets: this.offsets.subarray(0, rows + 1) };
+  }
+}
+
 type Growable = {
   def: ColumnDef;
   kind: ColumnKind;
@@ -651,9 +727,8 @@ type Growable = {
   typed: BigInt64Array | Int32Array | Float64Array | Uint8Array | null;
   /** String columns. */
   utf8: Utf8Column | null;
-  valid: Uint8Array | null;
-  /** List columns. */
-  items: unknown[] | null;
+  valid: Uint8Array;
+  list: ListColumn | null;
   nulls: number;
 };
 
@@ -702,32 +777,25 @@ export class BatchBuilder {
       const kind = columnKind(def.type);
       const typed = allocTyped(kind, this.capacity);
       const utf8 = kind === 'string' ? new Utf8Column(this.capacity) : null;
-      return {
-        def,
-        kind,
-        typed,
-        utf8,
-        valid: typed || utf8 ? new Uint8Array(this.capacity) : null,
-        items: typed || utf8 ? null : [],
-        nulls: 0,
-      };
+      const list =
+        kind === 'list_long' || kind === 'list_double' ? new ListColumn(kind, this.capacity) : null;
+      return { def, kind, typed, utf8, list, valid: new Uint8Array(this.capacity), nulls: 0 };
     });
   }
 
   private grow(): void {
     const next = this.capacity * 2;
     for (const c of this.cols) {
-      if (c.utf8) c.utf8.growRows(next);
+      c.utf8?.growRows(next);
+      c.list?.growRows(next);
       if (c.typed) {
         const typed = allocTyped(c.kind, next)!;
         (typed as Uint8Array).set(c.typed as Uint8Array);
         c.typed = typed;
       }
-      if (c.valid) {
-        const valid = new Uint8Array(next);
-        valid.set(c.valid);
-        c.valid = valid;
-      }
+      const valid = new Uint8Array(next);
+      valid.set(c.valid);
+      c.valid = valid;
     }
     this.capacity = next;
   }
@@ -740,8 +808,8 @@ export class BatchBuilder {
   clear(): void {
     for (const c of this.cols) {
       c.utf8?.clear(this.length);
-      c.valid?.fill(0, 0, this.length);
-      if (c.items) c.items = [];
+      c.list?.clear();
+      c.valid.fill(0, 0, this.length);
       c.nulls = 0;
     }
     this.length = 0;
@@ -756,25 +824,22 @@ export class BatchBuilder {
     for (const c of this.cols) {
       const src = batch.columns[c.def.name];
       if (!src) throw new TypeError(`batch has no column ${c.def.name}`);
-      if (src.kind === 'string' || src.kind === 'list_long' || src.kind === 'list_double') {
+      if (src.kind === 'string') {
         for (let i = from; i < to; i++) {
           const v = src.values[i] ?? null;
           if (v === null) c.nulls++;
-          if (c.utf8) {
-            c.utf8.push(v as string | null);
-            if (v !== null) c.valid![at + i - from] = 1;
-            // A copy: a list of an unpacked batch is a view of its buffer, which moves to the
-            // Parquet worker with this batch while the rest of the source may still be queued.
-          } else c.items!.push(v === null ? null : (v as BigInt64Array | Float64Array).slice());
+          c.utf8!.push(v);
+          if (v !== null) c.valid[at + i - from] = 1;
         }
         continue;
       }
       if (src.valid) {
         const valid = src.valid.subarray(from, to);
-        c.valid!.set(valid, at);
+        c.valid.set(valid, at);
         for (let i = 0; i < n; i++) c.nulls += 1 - valid[i]!;
-      } else c.valid!.fill(1, at, at + n);
+      } else c.valid.fill(1, at, at + n);
       if (src.kind === 'utf8') c.utf8!.appendEncoded(src, from, to, at);
+      else if (src.kind === 'list_long' || src.kind === 'list_double') c.list!.append(src, from, to, at);
       else (c.typed as Uint8Array).set((src.values as Uint8Array).subarray(from, to), at);
     }
     this.length += n;
@@ -794,18 +859,17 @@ export class BatchBuilder {
           c.nulls++;
         } else {
           c.utf8.push(v as string);
-          c.valid![i] = 1;
+          c.valid[i] = 1;
         }
         continue;
       }
-      if (c.items) {
+      if (c.list) {
         if (v === null || v === undefined) {
-          c.items.push(null);
+          c.list.push(i, null);
           c.nulls++;
-        } else if (c.kind === 'list_long') {
-          c.items.push(v instanceof BigInt64Array ? v : BigInt64Array.from(v as bigint[]));
         } else {
-          c.items.push(v instanceof Float64Array ? v : Float64Array.from(v as number[]));
+          c.list.push(i, v as ArrayLike<bigint | number>);
+          c.valid[i] = 1;
         }
         continue;
       }
@@ -813,7 +877,7 @@ export class BatchBuilder {
         c.nulls++;
         continue;
       }
-      c.valid![i] = 1;
+      c.valid[i] = 1;
       if (c.kind === 'boolean') (c.typed as Uint8Array)[i] = v ? 1 : 0;
       else (c.typed as Float64Array)[i] = v as number; // bigint into BigInt64Array, number otherwise
     }
@@ -831,16 +895,10 @@ export class BatchBuilder {
     const n = this.length;
     const columns: Record<string, ColumnData> = {};
     for (const c of this.cols) {
-      if (c.utf8) {
-        const valid = c.nulls === 0 ? null : c.valid!.subarray(0, n);
-        columns[c.def.name] = { kind: 'utf8', ...c.utf8.encoded(n), valid };
-      } else if (c.items) {
-        columns[c.def.name] = { kind: c.kind, values: c.items } as ColumnData;
-      } else {
-        const values = c.typed!.subarray(0, n);
-        const valid = c.nulls === 0 ? null : c.valid!.subarray(0, n);
-        columns[c.def.name] = { kind: c.kind, values, valid } as ColumnData;
-      }
+      const valid = c.nulls === 0 ? null : c.valid.subarray(0, n);
+      if (c.utf8) columns[c.def.name] = { kind: 'utf8', ...c.utf8.encoded(n), valid };
+      else if (c.list) columns[c.def.name] = { kind: c.kind, ...c.list.encoded(n), valid } as ColumnData;
+      else columns[c.def.name] = { kind: c.kind, values: c.typed!.subarray(0, n), valid } as ColumnData;
     }
     return { numRows: n, columns };
   }

@@ -221,11 +221,11 @@ function rangeStats(
  * schema, never null here). Returns the number of level entries.
  */
 function encodeList(col: ListData, from: number, to: number, out: Bytes, stats: ChunkStats): number {
+  const { offsets, valid, items } = col;
   let entries = 0;
   const reps = new LevelRuns(out);
   for (let i = from; i < to; i++) {
-    const v = col.values[i];
-    const n = v ? v.length : 0;
+    const n = offsets[i + 1]! - offsets[i]!;
     reps.push(0);
     reps.pushRun(1, Math.max(0, n - 1));
     entries += Math.max(1, n);
@@ -233,18 +233,17 @@ function encodeList(col: ListData, from: number, to: number, out: Bytes, stats: 
   reps.end();
   const defs = new LevelRuns(out);
   for (let i = from; i < to; i++) {
-    const v = col.values[i];
-    if (!v) {
+    const n = offsets[i + 1]! - offsets[i]!;
+    if (valid !== null && valid[i] !== 1) {
       defs.push(0);
       stats.nulls++;
-    } else if (v.length === 0) defs.push(1);
-    else defs.pushRun(3, v.length);
+    } else if (n === 0) defs.push(1);
+    else defs.pushRun(3, n);
   }
   defs.end();
-  for (let i = from; i < to; i++) {
-    const v = col.values[i];
-    if (v && v.length > 0) out.raw(new Uint8Array(v.buffer, v.byteOffset, v.byteLength));
-  }
+  // A null row holds no elements: the rows' elements are one run.
+  const elements = items.subarray(offsets[from]!, offsets[to]!);
+  if (elements.length > 0) out.raw(new Uint8Array(elements.buffer, elements.byteOffset, elements.byteLength));
   return entries;
 }
 
@@ -255,11 +254,8 @@ function rowBytes(col: Encodable, from: number, to: number): number {
       // Repeat rows store no bytes of their own: an underestimate where they are many.
       return (col.offsets[to]! - col.offsets[from]!) / (to - from) + 4;
     case 'list_long':
-    case 'list_double': {
-      let n = 0;
-      for (let i = from; i < to; i++) n += col.values[i]?.length ?? 0;
-      return (n * 8) / (to - from) + 2;
-    }
+    case 'list_double':
+      return ((col.offsets[to]! - col.offsets[from]!) * 8) / (to - from) + 2;
     default:
       return 8;
   }

@@ -249,9 +249,7 @@ function columnStats(name: string, col: ColumnData, n: number, out: FileStats): 
     }
     case 'list_long':
     case 'list_double': {
-      let nulls = 0;
-      for (let i = 0; i < n; i++) if (col.values[i] === null || col.values[i] === undefined) nulls++;
-      out.nullCount[name] = nulls;
+      out.nullCount[name] = invalidRows(col.valid, n);
       return;
     }
   }

@@ -5,7 +5,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import pl from 'nodejs-polars';
-import { batchFromRows, type ColumnBatch } from '../../src/delta/batch.ts';
+import {
+  BatchBuilder,
+  batchFromRows,
+  type ColumnBatch,
+  joinBatches,
+  packBatch,
+  unpackBatch,
+} from '../../src/delta/batch.ts';
 import { readFooter } from '../../src/delta/parquet-footer.ts';
 import { writeParquetFile } from '../../src/delta/parquet-writer.ts';
 import { encodeStruct, field } from '../../src/delta/thrift.ts';
@@ -181,6 +188,45 @@ test('repeat rows hold their value in every page; real nulls stay null', () => {
     assert.ok(col.kind === 'utf8' && col.repeats?.includes(1), 'the builder marks repeats');
     const df = roundTrip(schema, batch);
     assert.deepEqual(df.getColumn('body').toArray(), bodies, `${n} rows`);
+  }
+});
+
+test('list cells (null, empty, one and many elements) read back as written, whatever the offsets', () => {
+  const schema = SCHEMAS.metrics_hist;
+  const names = schema.columns.map((c) => c.name);
+  // polars hands int64 elements back as numbers: values within 2^53 compare exactly.
+  const shapes: (bigint[] | null)[] = [null, [], [7n], [1n, -2n, 9007199254740991n], [], null, [0n, 5n]];
+  const n = 9_000; // several pages
+  const counts = Array.from({ length: n }, (_, i) => shapes[i % shapes.length]!);
+  const bounds = counts.map((c, i) => (c === null ? null : c.map((_, k) => i + k / 4)));
+  const rows = counts.map((c, i) => ({
+    project_id: 'p',
+    event_ts: 1n,
+    time_unix_nano: 1n,
+    bucket_counts: c,
+    explicit_bounds: bounds[i],
+  }));
+  const whole = batchFromRows(schema, rows);
+  // The same rows as a slice of a packed batch (its offsets start past 0) and as joined parts.
+  const b = new BatchBuilder(schema, n);
+  b.appendBatch(unpackBatch(packBatch(batchFromRows(schema, [...rows.slice(0, 5), ...rows])), names), 5);
+  const joined = joinBatches(
+    [packBatch(batchFromRows(schema, rows.slice(0, 3))), packBatch(batchFromRows(schema, rows.slice(3)))],
+    names,
+  );
+  const asArrays = (v: unknown) => (v === null ? null : [...(v as Iterable<unknown>)]);
+  for (const [label, batch] of [
+    ['built', whole],
+    ['sliced', b.view()],
+    ['joined', joined],
+  ] as const) {
+    const df = roundTrip(schema, batch);
+    assert.deepEqual(
+      df.getColumn('bucket_counts').toArray().map(asArrays),
+      counts.map((c) => c?.map(Number) ?? null),
+      label,
+    );
+    assert.deepEqual(df.getColumn('explicit_bounds').toArray().map(asArrays), bounds, label);
   }
 });
 
