@@ -67,6 +67,49 @@ export interface ScopeCells {
   schemaUrl: string | null;
 }
 
+/** Index of a 64-bit value's high 32-bit word within its pair, in this platform's byte order. */
+const HIGH_WORD = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1 ? 1 : 0;
+
+/**
+ * The int64 elements of a list cell (bucket counts) as a reader reads them: straight into a typed
+ * array, a protobuf value as its two 32-bit halves, without a BigInt each. Reused from cell to
+ * cell; `take` copies a cell's elements out.
+ */
+export class Int64List {
+  private values = new BigInt64Array(16);
+  private words = new Uint32Array(this.values.buffer);
+  length = 0;
+
+  clear(): void {
+    this.length = 0;
+  }
+
+  push(v: bigint): void {
+    if (this.length === this.values.length) this.grow();
+    this.values[this.length++] = v;
+  }
+
+  /** An element given as its low and high 32 bits (unsigned): the int64 with those bits. */
+  pushWords(lo: number, hi: number): void {
+    if (this.length === this.values.length) this.grow();
+    const at = 2 * this.length++;
+    this.words[at + 1 - HIGH_WORD] = lo;
+    this.words[at + HIGH_WORD] = hi;
+  }
+
+  /** The elements, in an array of their own. */
+  take(): BigInt64Array {
+    return this.values.slice(0, this.length);
+  }
+
+  private grow(): void {
+    const next = new BigInt64Array(this.values.length * 2);
+    next.set(this.values);
+    this.values = next;
+    this.words = new Uint32Array(next.buffer);
+  }
+}
+
 /** Rows a table's last flush handed on, as the size of the next one's cells (rows run alike). */
 const ROWS_SEEN = new Map<TableName, number>();
 

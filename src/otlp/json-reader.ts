@@ -7,6 +7,7 @@
 // What it reads equals what that tree holds (tests hold the two equal): a key given twice keeps
 // its last value.
 
+import type { Int64List } from './columns.ts';
 import { JsonAttributes } from './json-attributes.ts';
 import { DECLINED, END_OF_OBJECT, FIRST_KEY, JsonCursor, KeySet } from './json-cursor.ts';
 import { FIELD_NAMES, MESSAGES, type MessageType } from './messages.ts';
@@ -202,9 +203,9 @@ export class JsonReader implements OtlpReader {
     return false;
   }
 
-  int64s(out: bigint[]): void {
+  int64s(out: Int64List): void {
     const j = this.j;
-    out.length = 0;
+    out.clear();
     if (!j.array()) return;
     for (let first = true; j.next(first); first = false)
       out.push(j.digits64() ?? int64(j.scalar(), this.label()));

@@ -4,7 +4,7 @@
 // ends: protobuf sends a metric's metadata after its points.
 
 import { nanosToMicros } from '../schema/time.ts';
-import { columnsOf, TableRows } from './columns.ts';
+import { columnsOf, Int64List, TableRows } from './columns.ts';
 import {
   BUCKETS,
   EXEMPLAR,
@@ -89,6 +89,10 @@ interface PointValue {
 export class MetricMapper extends RequestWalker {
   private readonly points: TableRows;
   private readonly hist: TableRows;
+  /** A point's bucket counts as they are read (each cell takes a copy). */
+  private readonly bucketCounts = new Int64List();
+  private readonly positiveCounts = new Int64List();
+  private readonly negativeCounts = new Int64List();
 
   constructor(r: OtlpReader, ctx: MapContext) {
     const points = new TableRows('metrics_points');
@@ -228,7 +232,8 @@ export class MetricMapper extends RequestWalker {
     let sum: number | null = member === F.summary ? 0 : null;
     let min: number | null = null;
     let max: number | null = null;
-    const buckets: bigint[] = [];
+    const buckets = this.bucketCounts;
+    buckets.clear();
     const bounds: number[] = [];
     let scale = 0;
     let zeroCount = 0n;
@@ -286,10 +291,10 @@ export class MetricMapper extends RequestWalker {
           zeroThreshold = r.double();
           break;
         case F.positive:
-          positive = this.buckets();
+          positive = this.buckets(this.positiveCounts);
           break;
         case F.negative:
-          negative = this.buckets();
+          negative = this.buckets(this.negativeCounts);
           break;
         case F.quantileValues:
           if (r.enter(QUANTILE)) this.quantile(quantiles, values);
@@ -319,7 +324,7 @@ export class MetricMapper extends RequestWalker {
     t.set(H.min, row, min);
     t.set(H.max, row, max);
     if (member === F.histogram) {
-      t.set(H.bucket_counts, row, int64s(buckets));
+      t.set(H.bucket_counts, row, buckets.take());
       t.set(H.explicit_bounds, row, float64s(bounds));
       return;
     }
@@ -327,16 +332,17 @@ export class MetricMapper extends RequestWalker {
     t.set(H.zero_count, row, zeroCount);
     t.set(H.zero_threshold, row, zeroThreshold);
     t.set(H.positive_offset, row, positive === null ? null : positive.offset);
-    t.set(H.positive_bucket_counts, row, positive === null ? null : int64s(positive.counts));
+    t.set(H.positive_bucket_counts, row, positive === null ? null : positive.counts.take());
     t.set(H.negative_offset, row, negative === null ? null : negative.offset);
-    t.set(H.negative_bucket_counts, row, negative === null ? null : int64s(negative.counts));
+    t.set(H.negative_bucket_counts, row, negative === null ? null : negative.counts.take());
   }
 
-  /** An exponential histogram's positive or negative buckets; null when absent. */
-  private buckets(): Buckets | null {
+  /** An exponential histogram's positive or negative buckets, counted into `counts`; null when absent. */
+  private buckets(counts: Int64List): Buckets | null {
     const r = this.r;
     if (!r.enter(BUCKETS)) return null;
-    const b: Buckets = { offset: 0, counts: [] };
+    counts.clear();
+    const b: Buckets = { offset: 0, counts };
     for (let f = r.next(); f !== END; f = r.next()) {
       if (f === F.offset) b.offset = r.int32();
       else if (f === F.bucketCounts) r.int64s(b.counts);
@@ -411,14 +417,8 @@ export class MetricMapper extends RequestWalker {
   }
 }
 
-// List cells as the column builder keeps them (typed arrays), copied element by element: faster
-// than the typed array constructors given an array, and than the builder's own conversion.
-function int64s(values: readonly bigint[]): BigInt64Array {
-  const out = new BigInt64Array(values.length);
-  for (let i = 0; i < values.length; i++) out[i] = values[i]!;
-  return out;
-}
-
+// A list cell of doubles as a typed array (the validator takes it as it is), copied element by
+// element: faster than the typed array constructors given an array.
 function float64s(values: readonly number[]): Float64Array {
   const out = new Float64Array(values.length);
   for (let i = 0; i < values.length; i++) out[i] = values[i]!;
@@ -427,5 +427,5 @@ function float64s(values: readonly number[]): Float64Array {
 
 interface Buckets {
   offset: number;
-  counts: bigint[];
+  counts: Int64List;
 }

@@ -6,6 +6,7 @@
 // not its type's is skipped as unknown, as protobuf specifies. An invalid body is refused with
 // OtlpDecodeError.
 
+import type { Int64List } from './columns.ts';
 import { FIELD_NAMES, FIXED32, type MessageType, SINT32, UINT32, UINT64, UINT64S } from './messages.ts';
 import { END, INVALID_ID, type OtlpReader, type ReadId } from './reader.ts';
 import { int32 } from './values.ts';
@@ -153,17 +154,17 @@ export class ProtobufReader implements OtlpReader {
     return true;
   }
 
-  int64s(out: bigint[]): void {
+  int64s(out: Int64List): void {
     const w = this.w;
     if (this.wireType !== LEN) {
       out.push(this.int64());
       return;
     }
-    // Packed: one run of values.
+    // Packed: one run of values, each kept as its two 32-bit halves (`hi` is read after the value).
     const n = w.length(this.end());
     const stop = w.pos + n;
-    if (this.type === UINT64S) while (w.pos < stop) out.push(this.varint64(stop));
-    else while (w.pos < stop) out.push(w.fixed64(stop));
+    if (this.type === UINT64S) while (w.pos < stop) out.pushWords(w.varint64(stop), w.hi);
+    else while (w.pos < stop) out.pushWords(w.fixed64Words(stop), w.hi);
   }
 
   doubles(out: number[]): void {

@@ -22,6 +22,7 @@
 // keys, values of an unexpected type, a list given twice...); the protobuf reader refuses an invalid
 // body with OtlpDecodeError.
 
+import type { Int64List } from './columns.ts';
 import type { MessageType } from './messages.ts';
 
 /** What `next` returns at the end of a message. */
@@ -65,7 +66,7 @@ export interface OtlpReader {
    * A repeated fixed64 or uint64 field's values: added to `out` in protobuf (a field may come in
    * several runs), replacing what it holds in JSON (a key given twice: the last counts).
    */
-  int64s(out: bigint[]): void;
+  int64s(out: Int64List): void;
   doubles(out: number[]): void;
   /** Takes the KeyValue list of the message being read (one run of it in protobuf, all of it in JSON). */
   attributes(): void;

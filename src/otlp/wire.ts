@@ -95,12 +95,18 @@ export class WireCursor {
 
   /** A fixed64 as signed 64 bits (uint64 values above 2^63 keep their bits, as for JSON). */
   fixed64(end: number): bigint {
+    // Two 32-bit halves: several times faster than Buffer's readBigInt64LE.
+    const lo = this.fixed64Words(end);
+    const hi = this.hi | 0;
+    return hi === 0 ? BigInt(lo) : BigInt(hi) * 4294967296n + BigInt(lo);
+  }
+
+  /** A fixed64 as `varint64` reads a varint: returns its low 32 bits, leaves the high 32 in `hi`. */
+  fixed64Words(end: number): number {
     const b = this.buf;
     const p = this.take(8, end);
-    // Two 32-bit halves: several times faster than Buffer's readBigInt64LE.
-    const lo = (b[p]! | (b[p + 1]! << 8) | (b[p + 2]! << 16) | (b[p + 3]! << 24)) >>> 0;
-    const hi = b[p + 4]! | (b[p + 5]! << 8) | (b[p + 6]! << 16) | (b[p + 7]! << 24);
-    return hi === 0 ? BigInt(lo) : BigInt(hi) * 4294967296n + BigInt(lo);
+    this.hi = (b[p + 4]! | (b[p + 5]! << 8) | (b[p + 6]! << 16) | (b[p + 7]! << 24)) >>> 0;
+    return (b[p]! | (b[p + 1]! << 8) | (b[p + 2]! << 16) | (b[p + 3]! << 24)) >>> 0;
   }
 
   double(end: number): number {

@@ -202,7 +202,13 @@ function pointCommon(r: Rand, withExemplars = true): Tree {
   );
 }
 
-const counts = (r: Rand) => Array.from({ length: upTo(r, 5) }, () => String(upTo(r, 1e6)));
+// Bucket counts are uint64: some past 2^32 (a protobuf value's high half) and past 2^63 (stored
+// as the int64 of the same bits).
+const BIG_COUNTS = ['4294967296', '1099511627781', '9223372036854775808', '18446744073709551615'];
+const counts = (r: Rand) =>
+  Array.from({ length: upTo(r, 5) }, () =>
+    upTo(r, 4) === 0 ? BIG_COUNTS[upTo(r, 3)]! : String(upTo(r, 1e6)),
+  );
 
 function metric(r: Rand): Tree {
   const points = (make: () => Tree) => Array.from({ length: upTo(r, 4) }, make);
