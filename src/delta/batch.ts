@@ -1,10 +1,10 @@
 // A batch of rows held column by column, ready to be written as one Parquet file. Numeric columns
 // are typed arrays (int64 exact as BigInt64Array) with an optional validity mask; a list column is
-// one typed array of every row's elements with offsets, as a utf8 column is bytes with offsets. The builder
-// encodes strings to UTF-8 as rows arrive (`utf8` columns): the strings die young instead of
-// being promoted by the GC, and a batch crosses to a worker as a few buffers rather than as
-// hundreds of thousands of strings to clone. `string` columns (arrays) are accepted too, except
-// by packBatch.
+// one typed array of every row's elements with offsets, as a utf8 column is bytes with offsets.
+// The builder encodes strings to UTF-8 as rows arrive (`utf8` columns): the strings die young
+// instead of being promoted by the GC, and a batch crosses to a worker as a few buffers rather
+// than as hundreds of thousands of strings to clone. `string` columns (arrays) are accepted too,
+// except by packBatch.
 
 import { type ColumnDef, type ColumnType, isListType, type Row, type TableSchema } from '../schema/tables.ts';
 
@@ -670,7 +670,8 @@ class ListColumn {
   private used = 0;
 
   constructor(kind: 'list_long' | 'list_double', rows: number) {
-    this.items = kind === 'list_long' ? new BigInt64Array(rows * 4) : new Float64Array(rows * 4);
+    // An element a row to start with, as a numeric column has; it doubles when it fills.
+    this.items = kind === 'list_long' ? new BigInt64Array(rows) : new Float64Array(rows);
     this.offsets = new Int32Array(rows + 1);
   }
 
