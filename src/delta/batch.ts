@@ -200,12 +200,6 @@ function joinLists(
   return { kind: lists[0]!.kind, items, offsets, valid } as ListData;
 }
 
-/** Row `i` of a list column, as a view of its elements (null when null). */
-export function listValue(c: ListData, i: number): BigInt64Array | Float64Array | null {
-  if (c.valid !== null && c.valid[i] !== 1) return null;
-  return c.items.subarray(c.offsets[i]!, c.offsets[i + 1]!);
-}
-
 // --- int64 extremes -----------------------------------------------------------------------------
 
 /** Index of a 64-bit value's high 32-bit word within its pair, in this platform's byte order. */

@@ -2,14 +2,14 @@
 // (for comparing what two ways of building a batch hold).
 
 import type { ColumnBatch, ColumnData } from '../../src/delta/batch.ts';
-import { listValue, utf8Value } from '../../src/delta/batch.ts';
+import { utf8Value } from '../../src/delta/batch.ts';
 
 /** Row i of a column as a plain value (null where invalid; a list as an array). */
 export function cell(col: ColumnData, i: number): unknown {
   if (col.kind === 'string') return col.values[i] ?? null;
   if (col.kind === 'list_long' || col.kind === 'list_double') {
-    const v = listValue(col, i);
-    return v === null ? null : [...v];
+    if (col.valid !== null && col.valid[i] !== 1) return null;
+    return [...col.items.subarray(col.offsets[i]!, col.offsets[i + 1]!)];
   }
   if (col.kind === 'utf8') return utf8Value(col, i);
   if (col.valid && col.valid[i] !== 1) return null;
