@@ -133,8 +133,16 @@ function joinColumn(
       at += p.numRows;
     });
   }
-  if (kind === 'list_long' || kind === 'list_double')
-    return joinLists(cols as ListData[], parts, rows, valid, alloc);
+  if (kind === 'list_long' || kind === 'list_double') {
+    const lists = cols as ListData[];
+    const { values: items, offsets } = joinRuns(
+      lists.map((c) => ({ values: c.items, offsets: c.offsets })),
+      parts,
+      rows,
+      alloc,
+    );
+    return { kind, items, offsets, valid } as ListData;
+  }
   if (kind !== 'utf8') {
     const first = (cols[0] as Extract<TypedData, { values: unknown }>).values;
     const values = alloc(first.constructor as ArrayCtor<Uint8Array> & { BYTES_PER_ELEMENT: number }, rows);
@@ -146,58 +154,56 @@ function joinColumn(
     return { kind, values, valid } as unknown as ColumnData;
   }
   const utf8 = cols as Utf8Data[];
-  let size = 0;
-  parts.forEach((p, i) => {
-    size += utf8[i]!.offsets[p.numRows]! - utf8[i]!.offsets[0]!;
-  });
-  const bytes = alloc(Uint8Array, size);
-  const offsets = alloc(Int32Array, rows + 1);
-  offsets[0] = 0;
-  const repeats = utf8.some((c) => c.repeats) ? alloc(Uint8Array, rows) : null;
-  let row = 0;
-  let pos = 0;
-  parts.forEach((p, i) => {
-    const c = utf8[i]!;
-    const start = c.offsets[0]!;
-    const end = c.offsets[p.numRows]!;
-    bytes.set(c.bytes.subarray(start, end), pos);
-    const shift = pos - start;
-    for (let r = 1; r <= p.numRows; r++) offsets[row + r] = c.offsets[r]! + shift;
-    if (repeats && c.repeats) repeats.set(c.repeats.subarray(0, p.numRows), row);
-    else repeats?.fill(0, row, row + p.numRows);
-    row += p.numRows;
-    pos += end - start;
-  });
+  const { values: bytes, offsets } = joinRuns(
+    utf8.map((c) => ({ values: c.bytes, offsets: c.offsets })),
+    parts,
+    rows,
+    alloc,
+  );
+  let repeats: Uint8Array | null = null;
+  if (utf8.some((c) => c.repeats)) {
+    repeats = alloc(Uint8Array, rows);
+    let row = 0;
+    parts.forEach((p, i) => {
+      const r = utf8[i]!.repeats;
+      if (r) repeats!.set(r.subarray(0, p.numRows), row);
+      else repeats!.fill(0, row, row + p.numRows);
+      row += p.numRows;
+    });
+  }
   return { kind: 'utf8', bytes, offsets, valid, repeats };
 }
 
-function joinLists(
-  lists: ListData[],
+/**
+ * The values of offset columns (a utf8 column's bytes, a list column's elements) joined, each
+ * part's run [offsets[0], offsets[rows]) after the one before, and their offsets moved with them.
+ */
+function joinRuns<T extends Uint8Array | BigInt64Array | Float64Array>(
+  cols: readonly { values: T; offsets: Int32Array }[],
   parts: readonly ColumnBatch[],
   rows: number,
-  valid: Uint8Array | null,
   alloc: Alloc,
-): ListData {
+): { values: T; offsets: Int32Array } {
   let size = 0;
   parts.forEach((p, i) => {
-    size += lists[i]!.offsets[p.numRows]! - lists[i]!.offsets[0]!;
+    size += cols[i]!.offsets[p.numRows]! - cols[i]!.offsets[0]!;
   });
-  const items = alloc(lists[0]!.items.constructor as typeof Float64Array, size);
+  const values = alloc(cols[0]!.values.constructor as ArrayCtor<T> & { BYTES_PER_ELEMENT: number }, size);
   const offsets = alloc(Int32Array, rows + 1);
   offsets[0] = 0;
   let row = 0;
   let pos = 0;
   parts.forEach((p, i) => {
-    const c = lists[i]!;
+    const c = cols[i]!;
     const start = c.offsets[0]!;
     const end = c.offsets[p.numRows]!;
-    (items as Float64Array).set(c.items.subarray(start, end) as Float64Array, pos);
+    (values as Uint8Array).set(c.values.subarray(start, end) as Uint8Array, pos);
     const shift = pos - start;
     for (let r = 1; r <= p.numRows; r++) offsets[row + r] = c.offsets[r]! + shift;
     row += p.numRows;
     pos += end - start;
   });
-  return { kind: lists[0]!.kind, items, offsets, valid } as ListData;
+  return { values, offsets };
 }
 
 // --- int64 extremes -----------------------------------------------------------------------------
