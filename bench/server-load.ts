@@ -57,14 +57,15 @@ import { RawConnection, rawRequest } from './http-client.ts';
 import { logsRequest, metricsRequest, tracesRequest } from './otlp-payloads.ts';
 
 const ITEMS_PER_REQUEST = 100;
+const DISTINCT_BODIES = 32;
 const REQUESTS = { traces: tracesRequest, logs: logsRequest, metrics: metricsRequest };
+
 /** A scenario's first word names the signal it sends. */
 function signalOf(kind: string): Signal {
   const signal = ({ spans: 'traces', logs: 'logs', metrics: 'metrics' } as const)[kind as 'spans'];
   if (!signal) throw new Error(`unknown scenario kind ${kind}: spans, logs or metrics`);
   return signal;
 }
-const DISTINCT_BODIES = 32;
 
 // --- server child -------------------------------------------------------------------------------
 

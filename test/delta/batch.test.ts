@@ -183,6 +183,17 @@ describe('packBatch', () => {
     assert.throws(() => packBatch({ numRows: 1, columns: { s: { kind: 'string', values: ['a'] } } }), /utf8/);
     assert.throws(() => unpackBatch(packed, ['s', 't']), /1 columns, expected 2/);
   });
+
+  it('rebases a list column whose offsets do not start at 0, nulls and empty lists kept', () => {
+    const col: ColumnData = {
+      kind: 'list_long',
+      items: BigInt64Array.of(9n, 9n, 1n, 2n, 3n),
+      offsets: Int32Array.of(2, 4, 4, 4, 5),
+      valid: Uint8Array.of(1, 0, 1, 1),
+    };
+    const packed = packBatch({ numRows: 4, columns: { l: col } });
+    assert.deepEqual(table(unpackBatch(packed, ['l'])), [[[1n, 2n]], [null], [[]], [[3n]]]);
+  });
 });
 
 describe('joinBatches with an arena', () => {
