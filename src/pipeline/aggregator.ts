@@ -1,11 +1,10 @@
 // The aggregator drains the producer queue into one batch per (table, day): rows go into a
-// column builder, requests' batches are kept as parts that the writer joins. It hands full or
-// old batches to the table writer. A batch is written when it reaches `max_batch_rows`,
-// when its oldest row is `max_age_s` old, or, once the queue is drained, when it has at least
-// `min_batch_rows` and its table has no write in flight; under light load small batches wait at
-// most `max_age_s` for company. Under sustained load files then stay near `min_batch_rows` (a
-// small write ends soon), and each file costs ~15 ms of CPU: set it to `max_batch_rows` for
-// throughput (5,000-row files vs full batches: 63-71k vs 84-91k spans/s, bench/server-load.ts).
+// column builder, requests' batches are kept as parts that the writer joins. It cuts a batch when
+// it reaches `max_batch_rows`, when its oldest row is `max_age_s` old, or, once the queue is
+// drained, when it has at least `min_batch_rows` and its table has no write in flight; under
+// light load small batches wait at most `max_age_s` for company. Cut batches wait for their
+// table's next file (FILE_ROWS rows, or half of `max_age_s`) and are written together, so under
+// load files follow the rate rows arrive at, not the batch size.
 // Files are written in parallel, but a (table, day) commits its batches strictly in the order
 // they were cut, each commit recording the write-ahead log position it covers: a batch whose write
 // or commit fails is retried with backoff until it lands, holding back the ones after it. Rows
@@ -145,18 +144,30 @@ const DRAIN_CHUNK = 2048;
  */
 const PARALLEL_WRITES = 2;
 /**
- * A (table, day) starts a file at most this often under load, so that the batches cut meanwhile
- * (max_batch_rows each) join into one file and one commit: with the default options, 1,000-row
- * batches were written as files of ~1,900 rows at 140k rows/s, and the per-file cost took most of
- * the CPU. Capped at a quarter of max_age_s, which still bounds how long a row waits.
+ * Under load a (table, day) starts its next file once FILE_ROWS rows wait for it, or half of
+ * max_age_s after its last file started, whichever comes first: the batches cut meanwhile
+ * (max_batch_rows each) join into one file and one commit, so files follow the rate at which rows
+ * arrive, not the batch size, and each file's fixed cost (~15 ms of CPU) is spread over many rows.
+ * With a file every 100 ms instead, metrics at the default options (two tables) were written as
+ * files of ~3,300 rows, twice as many, and peaked ~15 MiB higher (docs/benchmarks.md).
+ * Half of max_age_s keeps the bound on a row's wait while a write lane is free: the file before
+ * the row's batch started at most that long after the row arrived, so the row's own file starts
+ * at most max_age_s after it arrived.
  */
-export const WRITE_INTERVAL_MS = 100;
+export const FILE_ROWS = 16_384;
 /**
  * Most rows (one Parquet row group), and bytes, of waiting batches joined into one file: the
  * Parquet worker holds a file's rows two or three times over while it writes them.
  */
 const JOIN_MAX_ROWS = 131_072;
 const JOIN_MAX_BYTES = 16 * 1024 * 1024;
+
+/** Rows of the slot's tickets from `first` on (those not started). */
+function waitingRows(slot: Slot, first: number): number {
+  let rows = 0;
+  for (let i = first; i < slot.tickets.length; i++) rows += slot.tickets[i]!.rows;
+  return rows;
+}
 
 /** Appends a range, merged with the last one when they touch. */
 function addRange(ranges: SeqRange[], seq: number, rows: number): void {
@@ -203,7 +214,7 @@ export class Aggregator {
   /** Rows held in builders and in writes, at most (max_pending_rows); beyond it the queue fills. */
   private readonly holdLimit: number;
   private held = 0;
-  /** Least time between the starts of two files of a slot (see WRITE_INTERVAL_MS); 0 when stopping. */
+  /** Most time a slot waits for FILE_ROWS rows after starting a file (see FILE_ROWS); 0 when stopping. */
   private writeIntervalMs: number;
   private timer: NodeJS.Timeout | null = null;
   private drainScheduled = false;
@@ -227,7 +238,7 @@ export class Aggregator {
     this.onEvent = init.onEvent ?? (() => {});
     // A batch must be able to fill.
     this.holdLimit = Math.max(this.cfg.max_pending_rows, this.cfg.max_batch_rows);
-    this.writeIntervalMs = Math.min(WRITE_INTERVAL_MS, (this.cfg.max_age_s * 1000) / 4);
+    this.writeIntervalMs = (this.cfg.max_age_s * 1000) / 2;
     this.stopSignal = new Promise((resolve) => {
       this.signalStop = resolve;
     });
@@ -368,7 +379,7 @@ export class Aggregator {
       if (first < 0) return;
       // Real time, not the logger's clock: pacing is about the CPU a file costs.
       const wait = slot.lastWriteAt + this.writeIntervalMs - performance.now();
-      if (wait > 0) {
+      if (wait > 0 && waitingRows(slot, first) < FILE_ROWS) {
         slot.paceTimer ??= setTimeout(() => {
           slot.paceTimer = null;
           this.startWrites(slot);

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { BatchBuilder, type Batches, joinBatches, packBatch, transferables } from '../../src/delta/batch.ts';
 import type { DataFile, TxnMark } from '../../src/delta/table.ts';
-import { Aggregator, type TableWriter, WRITE_INTERVAL_MS } from '../../src/pipeline/aggregator.ts';
+import { Aggregator, FILE_ROWS, type TableWriter } from '../../src/pipeline/aggregator.ts';
 import { Producer } from '../../src/pipeline/producer.ts';
 import { SCHEMAS, type TableName } from '../../src/schema/tables.ts';
 import { defaultOptions } from '../../src/storage/options.ts';
@@ -13,6 +13,8 @@ type MemoryFile = DataFile & { values: bigint[] };
 
 class MemoryTables {
   written = new Map<string, bigint[][]>();
+  /** When each write began (performance.now()), by table and day. */
+  starts = new Map<string, number[]>();
   /** The txn marks of the commits, by table and day. */
   txns = new Map<string, (TxnMark | null)[]>();
   failNext = 0;
@@ -25,6 +27,8 @@ class MemoryTables {
   release: () => void = () => {};
   open = async (table: TableName, day: string): Promise<TableWriter> => ({
     write: async (batch: Batches) => {
+      const key = `${table}/${day}`;
+      this.starts.set(key, [...(this.starts.get(key) ?? []), performance.now()]);
       if (this.gate) await this.gate;
       if (this.failNext > 0) {
         this.failNext--;
@@ -104,7 +108,7 @@ const until = async (cond: () => boolean, ms = 5000) => {
 
 describe('Aggregator', () => {
   it('cuts batches at max_batch_rows and writes the rest once the queue is drained', async () => {
-    const { producer, tables, agg } = setup({ max_batch_rows: 1000, min_batch_rows: 100, max_age_s: 60 });
+    const { producer, tables, agg } = setup({ max_batch_rows: 1000, min_batch_rows: 100, max_age_s: 0.4 });
     agg.start();
     await producer.enqueue('logs', logRows(2500));
     await until(() => tables.rows('logs/' + producer.today()).length === 2500);
@@ -119,7 +123,7 @@ describe('Aggregator', () => {
   });
 
   it('keeps queued batches as parts, split where a file reaches max_batch_rows; every row written once', async () => {
-    const { producer, tables, agg } = setup({ max_batch_rows: 1000, min_batch_rows: 100, max_age_s: 60 });
+    const { producer, tables, agg } = setup({ max_batch_rows: 1000, min_batch_rows: 100, max_age_s: 0.4 });
     agg.start();
     // 30 requests of 85 rows, with rows queued one by one in between.
     for (let i = 0; i < 30; i++) {
@@ -181,7 +185,7 @@ describe('Aggregator', () => {
   });
 
   it('counts a batch lost with its writer as failed instead of retrying it', async () => {
-    const { producer, tables, agg } = setup({ min_batch_rows: 1, max_age_s: 60 });
+    const { producer, tables, agg } = setup({ min_batch_rows: 1, max_age_s: 0.2 });
     tables.loseNext = 1;
     agg.start();
     await producer.enqueue('logs', logRows(7));
@@ -193,7 +197,7 @@ describe('Aggregator', () => {
   });
 
   it('stops taking rows when writes lag, so the queue fills and backpressure applies', async () => {
-    const { producer, tables, agg } = setup({ max_batch_rows: 1000, min_batch_rows: 1000, max_age_s: 60 });
+    const { producer, tables, agg } = setup({ max_batch_rows: 1000, min_batch_rows: 1000, max_age_s: 0.4 });
     let open!: () => void;
     tables.gate = new Promise((r) => {
       open = r;
@@ -215,7 +219,7 @@ describe('Aggregator', () => {
   });
 
   it('joins the batches cut while the writer is busy into one file, keeping their order', async () => {
-    const { producer, tables, agg } = setup({ max_batch_rows: 100, min_batch_rows: 100, max_age_s: 60 });
+    const { producer, tables, agg } = setup({ max_batch_rows: 100, min_batch_rows: 100, max_age_s: 0.2 });
     let open!: () => void;
     tables.gate = new Promise((r) => {
       open = r;
@@ -223,8 +227,8 @@ describe('Aggregator', () => {
     agg.start();
     await producer.enqueue('logs', logRows(1000));
     await until(() => producer.depth === 0);
-    // The second file starts once the first has been under way for WRITE_INTERVAL_MS.
-    await new Promise((r) => setTimeout(r, WRITE_INTERVAL_MS + 50));
+    // The second file is due half of max_age_s after the first started.
+    await new Promise((r) => setTimeout(r, 150));
     open();
     tables.gate = null;
     const key = 'logs/' + producer.today();
@@ -241,8 +245,8 @@ describe('Aggregator', () => {
     await agg.close();
   });
 
-  it('starts a file at most every WRITE_INTERVAL_MS: the batches cut meanwhile become one file', async () => {
-    const { producer, tables, agg } = setup({ max_batch_rows: 100, min_batch_rows: 100, max_age_s: 60 });
+  it('starts the next file half of max_age_s after the last: the batches cut meanwhile become one file', async () => {
+    const { producer, tables, agg } = setup({ max_batch_rows: 100, min_batch_rows: 100, max_age_s: 1 });
     agg.start();
     await producer.enqueue('logs', logRows(1000));
     const key = 'logs/' + producer.today();
@@ -251,11 +255,31 @@ describe('Aggregator', () => {
       tables.written.get(key)!.map((f) => f.length),
       [100, 900],
     );
+    const [first, second] = tables.starts.get(key)!;
+    const gap = second! - first!;
+    // 500 ms, give or take a timer's lateness: not at once, and within max_age_s.
+    assert.ok(gap >= 490 && gap < 900, `second file started ${gap.toFixed(0)} ms after the first`);
+    await agg.close();
+  });
+
+  it('starts the next file at once when FILE_ROWS rows wait for it', async () => {
+    const { producer, tables, agg } = setup({ max_batch_rows: 1000, min_batch_rows: 1000, max_age_s: 60 });
+    agg.start();
+    // One batch starts the first file; the batches after it wait until they make FILE_ROWS.
+    const waiting = Math.ceil(FILE_ROWS / 1000) * 1000;
+    await producer.enqueue('logs', logRows(1000 + waiting));
+    const key = 'logs/' + producer.today();
+    // Well before the 30 s (half of max_age_s) the second file would otherwise wait.
+    await until(() => tables.rows(key).length === 1000 + waiting);
+    assert.deepEqual(
+      tables.written.get(key)!.map((f) => f.length),
+      [1000, waiting],
+    );
     await agg.close();
   });
 
   it('joins waiting batches into files of at most 16 MiB', async () => {
-    const { producer, tables, agg } = setup({ max_batch_rows: 3, min_batch_rows: 3, max_age_s: 60 });
+    const { producer, tables, agg } = setup({ max_batch_rows: 3, min_batch_rows: 3, max_age_s: 0.2 });
     let open!: () => void;
     tables.gate = new Promise((r) => {
       open = r;
@@ -269,7 +293,7 @@ describe('Aggregator', () => {
     });
     await producer.enqueue('logs', rows);
     await until(() => producer.depth === 0);
-    await new Promise((r) => setTimeout(r, WRITE_INTERVAL_MS + 50));
+    await new Promise((r) => setTimeout(r, 150));
     open();
     tables.gate = null;
     const key = 'logs/' + producer.today();
@@ -323,6 +347,7 @@ describe('Aggregator', () => {
       const { producer, tables, agg, released, request } = withLog({
         max_batch_rows: 10,
         min_batch_rows: 10,
+        max_age_s: 0.2,
       });
       tables.holdFirst = 0n; // the first batch's write is slow
       agg.start();
@@ -330,7 +355,7 @@ describe('Aggregator', () => {
       await request(10, 10);
       await request(10, 20);
       const key = `logs/${producer.today()}`;
-      await new Promise((r) => setTimeout(r, WRITE_INTERVAL_MS + 50));
+      await new Promise((r) => setTimeout(r, 150));
       assert.deepEqual(tables.rows(key), [], 'nothing is committed before the first batch');
       tables.release();
       await until(() => tables.rows(key).length === 30);
