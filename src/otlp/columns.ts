@@ -11,7 +11,8 @@ export interface RowSink {
   /**
    * A row of `table`: one value per column, in the table's column order, as the mapper made it
    * (null where it has none, never undefined; the derived columns left null). `values` is reused
-   * for the next row once this returns.
+   * for the next row once this returns; a list cell is a view of a larger typed array (ListCells),
+   * so a sink copies its elements rather than keeping it.
    */
   row(table: TableName, values: unknown[]): void;
   /** Forget the rows given so far: the body is mapped again, another way. */
@@ -70,6 +71,47 @@ export interface ScopeCells {
 /** Index of a 64-bit value's high 32-bit word within its pair, in this platform's byte order. */
 const HIGH_WORD = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1 ? 1 : 0;
 
+/** Elements of one chunk of list cells (see ListCells). */
+const LIST_CHUNK = 4096;
+
+/**
+ * List cells (bucket counts, bounds, quantiles) as views of larger typed arrays, handed out in
+ * turn and never written again: a typed array of more than 64 bytes costs V8 an allocation outside
+ * its heap (0.6-1.2 µs here), a view of a shared one ~0.1 µs. A chunk is garbage once the sink
+ * has copied its cells out.
+ */
+class ListCells<T extends Float64Array | BigInt64Array> {
+  private readonly make: (n: number) => T;
+  private chunk: T;
+  private used = 0;
+
+  constructor(make: (n: number) => T) {
+    this.make = make;
+    this.chunk = make(LIST_CHUNK);
+  }
+
+  /** A cell of `n` elements, to be filled. */
+  alloc(n: number): T {
+    if (this.used + n > this.chunk.length) {
+      this.chunk = this.make(Math.max(LIST_CHUNK, n));
+      this.used = 0;
+    }
+    const cell = this.chunk.subarray(this.used, this.used + n) as T;
+    this.used += n;
+    return cell;
+  }
+}
+
+const doubleCells = new ListCells((n) => new Float64Array(n));
+const int64Cells = new ListCells((n) => new BigInt64Array(n));
+
+/** A list cell of doubles, copied element by element (faster than a typed array's `set` from an array). */
+export function float64Cell(values: readonly number[]): Float64Array {
+  const cell = doubleCells.alloc(values.length);
+  for (let i = 0; i < values.length; i++) cell[i] = values[i]!;
+  return cell;
+}
+
 /**
  * The int64 elements of a list cell (bucket counts) as a reader reads them: straight into a typed
  * array, a protobuf value as its two 32-bit halves, without a BigInt each. Reused from cell to
@@ -97,9 +139,11 @@ export class Int64List {
     this.words[at + HIGH_WORD] = hi;
   }
 
-  /** The elements, in an array of their own. */
+  /** The elements, as a list cell of their own. */
   take(): BigInt64Array {
-    return this.values.slice(0, this.length);
+    const cell = int64Cells.alloc(this.length);
+    cell.set(this.values.subarray(0, this.length));
+    return cell;
   }
 
   private grow(): void {

@@ -4,7 +4,7 @@
 // ends: protobuf sends a metric's metadata after its points.
 
 import { nanosToMicros } from '../schema/time.ts';
-import { columnsOf, Int64List, TableRows } from './columns.ts';
+import { columnsOf, float64Cell, Int64List, TableRows } from './columns.ts';
 import {
   BUCKETS,
   EXEMPLAR,
@@ -317,15 +317,15 @@ export class MetricMapper extends RequestWalker {
     t.set(H.count, row, count);
     t.set(H.sum, row, sum);
     if (member === F.summary) {
-      t.set(H.quantiles, row, float64s(quantiles));
-      t.set(H.quantile_values, row, float64s(values));
+      t.set(H.quantiles, row, float64Cell(quantiles));
+      t.set(H.quantile_values, row, float64Cell(values));
       return;
     }
     t.set(H.min, row, min);
     t.set(H.max, row, max);
     if (member === F.histogram) {
       t.set(H.bucket_counts, row, buckets.take());
-      t.set(H.explicit_bounds, row, float64s(bounds));
+      t.set(H.explicit_bounds, row, float64Cell(bounds));
       return;
     }
     t.set(H.scale, row, scale);
@@ -415,14 +415,6 @@ export class MetricMapper extends RequestWalker {
       `"trace_id":${trace === null ? 'null' : `"${trace}"`},"span_id":${span === null ? 'null' : `"${span}"`}}`
     );
   }
-}
-
-// A list cell of doubles as a typed array (the validator takes it as it is), copied element by
-// element: faster than the typed array constructors given an array.
-function float64s(values: readonly number[]): Float64Array {
-  const out = new Float64Array(values.length);
-  for (let i = 0; i < values.length; i++) out[i] = values[i]!;
-  return out;
 }
 
 interface Buckets {
