@@ -21,11 +21,16 @@
 //          [--scenarios spans-json,spans-proto,logs-json,logs-proto,metrics-json,metrics-proto]
 //          [--gzip off,on]
 //          [--max-batch-rows 20000] [--min-batch-rows MAX] [--decode-workers N] [--no-half]
-//          [--durability wal,memory] [--options default,tuned]
+//          [--durability wal,memory] [--options default,tuned] [--rounds 1]
 //
 // `--options default,tuned` (the default) runs each scenario with the default options, which is
 // what users run, then with the tuned ones (--max-batch-rows, --min-batch-rows, a 500,000-row
 // queue).
+//
+// `--rounds N` runs the whole list N times, each scenario's option sets back to back, and then
+// prints the medians and the ratios the targets of issue 19 are stated in (default against tuned
+// items/s, CPU per item of metrics against logs and of JSON against protobuf), round by round: on
+// a machine whose speed drifts, ratios within a round are what compares.
 //
 // `--durability wal,memory` runs each scenario once per durability, one after the other, so that
 // the cost of the write-ahead log (acknowledging only synced rows) is measured A against B in one
@@ -89,6 +94,9 @@ if (process.argv[2] === '--serve') {
 
 interface Scenario {
   name: string;
+  /** The scenario's name with gzip, without the option set: `logs-proto`, `spans-json-gzip`. */
+  base: string;
+  set: 'default' | 'tuned';
   signal: Signal;
   format: 'json' | 'protobuf';
   gzip: boolean;
@@ -343,6 +351,7 @@ async function main(): Promise<void> {
       'no-half': { type: 'boolean', default: false },
       durability: { type: 'string', default: 'wal' },
       options: { type: 'string', default: 'default,tuned' },
+      rounds: { type: 'string', default: '1' },
     },
   });
   const optionSets = values.options!.split(',') as ('default' | 'tuned')[];
@@ -377,8 +386,11 @@ async function main(): Promise<void> {
       for (const set of optionSets) {
         for (const durability of durabilities) {
           const label = [set, ...(durabilities.length > 1 ? [durability] : [])].join(', ');
+          const base = `${name}${g === 'on' ? '-gzip' : ''}${durabilities.length > 1 ? `, ${durability}` : ''}`;
           scenarios.push({
             name: `${name}${g === 'on' ? '-gzip' : ''} [${label}]`,
+            base,
+            set,
             signal: signalOf(kind!),
             format: fmt === 'proto' ? 'protobuf' : 'json',
             gzip: g === 'on',
@@ -391,69 +403,181 @@ async function main(): Promise<void> {
   }
 
   const rows: string[][] = [];
-  for (const s of scenarios) {
-    const { bodies, rowsPerRequest, itemsPerRequest } = await buildBodies(s);
-    const avgBytes = Math.round(bodies.reduce((n, b) => n + b.bytes.length, 0) / bodies.length);
-    const server = await startServer({ ...s.options, durability: s.durability });
-    const path = `/v1/${s.signal}`;
-    try {
-      const warm = await closedLoop(server.url, bodies, connections, warmup * 1000, path);
-      const { rows_written: w0, batches_written: b0 } = (await health(server.url)).aggregator;
-      const c0 = await cpuSeconds(server.pid);
-      const t0 = performance.now();
-      const full = await closedLoop(server.url, bodies, connections, seconds * 1000, path);
-      const { rows_written: w1, batches_written: b1 } = (await health(server.url)).aggregator;
-      const c1 = await cpuSeconds(server.pid);
-      const elapsed = (performance.now() - t0) / 1000;
-      const committedRows = (w1 - w0) / elapsed;
-      const itemsPerSec = committedRows * (itemsPerRequest / rowsPerRequest);
-      const accepted = full.statuses[200] ?? 0;
-      full.latencies.sort((a, b) => a - b);
+  const results: Measured[] = [];
+  const rounds = Number(values.rounds);
+  for (let round = 0; round < rounds; round++)
+    for (const s of scenarios) {
+      const { bodies, rowsPerRequest, itemsPerRequest } = await buildBodies(s);
+      const avgBytes = Math.round(bodies.reduce((n, b) => n + b.bytes.length, 0) / bodies.length);
+      const server = await startServer({ ...s.options, durability: s.durability });
+      const path = `/v1/${s.signal}`;
+      try {
+        const warm = await closedLoop(server.url, bodies, connections, warmup * 1000, path);
+        const { rows_written: w0, batches_written: b0 } = (await health(server.url)).aggregator;
+        const c0 = await cpuSeconds(server.pid);
+        const t0 = performance.now();
+        const full = await closedLoop(server.url, bodies, connections, seconds * 1000, path);
+        const { rows_written: w1, batches_written: b1 } = (await health(server.url)).aggregator;
+        const c1 = await cpuSeconds(server.pid);
+        const elapsed = (performance.now() - t0) / 1000;
+        const committedRows = (w1 - w0) / elapsed;
+        const itemsPerSec = committedRows * (itemsPerRequest / rowsPerRequest);
+        const accepted = full.statuses[200] ?? 0;
+        full.latencies.sort((a, b) => a - b);
 
-      let half: PhaseResult | null = null;
-      if (!values['no-half']) {
-        // Let the backlog of the full-load phase drain first.
-        const acceptedSoFar = (warm.statuses[200] ?? 0) + accepted;
-        await waitDrained(server.url, acceptedSoFar * rowsPerRequest, 30_000);
-        const rps = Math.max(1, committedRows / rowsPerRequest / 2);
-        half = await openLoop(server.url, bodies, connections, seconds * 1000, path, rps);
-        half.latencies.sort((a, b) => a - b);
+        let half: PhaseResult | null = null;
+        if (!values['no-half']) {
+          // Let the backlog of the full-load phase drain first.
+          const acceptedSoFar = (warm.statuses[200] ?? 0) + accepted;
+          await waitDrained(server.url, acceptedSoFar * rowsPerRequest, 30_000);
+          const rps = Math.max(1, committedRows / rowsPerRequest / 2);
+          half = await openLoop(server.url, bodies, connections, seconds * 1000, path, rps);
+          half.latencies.sort((a, b) => a - b);
+        }
+        const peak = await peakRssMiB(server.pid);
+        const loop = (await health(server.url)).event_loop_delay_ms;
+        const cpuProcess = (c1.process - c0.process) / elapsed;
+        const cpuMain = (c1.main - c0.main) / elapsed;
+        // Server CPU per million items: what 2 dedicated cores would sustain, whatever else runs here.
+        const cpuPerMillion =
+          (c1.process - c0.process) / (((w1 - w0) * (itemsPerRequest / rowsPerRequest)) / 1e6);
+        const line = [
+          s.name,
+          String(avgBytes),
+          Math.round(itemsPerSec).toLocaleString('en-US'),
+          Math.round((accepted * itemsPerRequest) / elapsed).toLocaleString('en-US'),
+          `${percentile(full.latencies, 50).toFixed(1)} / ${percentile(full.latencies, 99).toFixed(1)}`,
+          half
+            ? `${Math.round((half.requests * itemsPerRequest) / seconds).toLocaleString('en-US')}: ${percentile(half.latencies, 50).toFixed(1)} / ${percentile(half.latencies, 99).toFixed(1)}`
+            : '-',
+          String(peak),
+          `${(cpuProcess * 100).toFixed(0)}% / ${(cpuMain * 100).toFixed(0)}%`,
+          cpuPerMillion.toFixed(1),
+          b1 > b0 ? Math.round((w1 - w0) / (b1 - b0)).toLocaleString('en-US') : '-',
+          `${loop.p99} / ${loop.max}`,
+          Object.entries(full.statuses)
+            .map(([k, v]) => `${k}:${v}`)
+            .join(' '),
+        ];
+        rows.push(line);
+        console.log(line.join(' | '));
+        results.push({
+          base: s.base,
+          set: s.set,
+          round,
+          itemsPerSec,
+          cpuPerMillion,
+          halfP99: half ? percentile(half.latencies, 99) : null,
+          peak,
+        });
+      } finally {
+        await server.stop();
       }
-      const peak = await peakRssMiB(server.pid);
-      const loop = (await health(server.url)).event_loop_delay_ms;
-      const cpuProcess = (c1.process - c0.process) / elapsed;
-      const cpuMain = (c1.main - c0.main) / elapsed;
-      // Server CPU per million items: what 2 dedicated cores would sustain, whatever else runs here.
-      const cpuPerMillion =
-        (c1.process - c0.process) / (((w1 - w0) * (itemsPerRequest / rowsPerRequest)) / 1e6);
-      const line = [
-        s.name,
-        String(avgBytes),
-        Math.round(itemsPerSec).toLocaleString('en-US'),
-        Math.round((accepted * itemsPerRequest) / elapsed).toLocaleString('en-US'),
-        `${percentile(full.latencies, 50).toFixed(1)} / ${percentile(full.latencies, 99).toFixed(1)}`,
-        half
-          ? `${Math.round((half.requests * itemsPerRequest) / seconds).toLocaleString('en-US')}: ${percentile(half.latencies, 50).toFixed(1)} / ${percentile(half.latencies, 99).toFixed(1)}`
-          : '-',
-        String(peak),
-        `${(cpuProcess * 100).toFixed(0)}% / ${(cpuMain * 100).toFixed(0)}%`,
-        cpuPerMillion.toFixed(1),
-        b1 > b0 ? Math.round((w1 - w0) / (b1 - b0)).toLocaleString('en-US') : '-',
-        `${loop.p99} / ${loop.max}`,
-        Object.entries(full.statuses)
-          .map(([k, v]) => `${k}:${v}`)
-          .join(' '),
-      ];
-      rows.push(line);
-      console.log(line.join(' | '));
-    } finally {
-      await server.stop();
     }
-  }
   console.log('');
   console.log(
     '| scenario | body bytes | committed items/s | accepted items/s | full-load p50 / p99 ms | half rate items/s: p50 / p99 ms | server peak RSS MiB | server CPU process / main thread | server CPU s per 1M items | rows per file | event-loop delay p99 / max ms | statuses |',
   );
   console.log('|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const r of rows) console.log(`| ${r.join(' | ')} |`);
+  if (rounds > 1) printRounds(results);
+}
+
+// --- the rounds' summary ------------------------------------------------------------------------
+
+interface Measured {
+  base: string;
+  set: 'default' | 'tuned';
+  round: number;
+  itemsPerSec: number;
+  cpuPerMillion: number;
+  halfP99: number | null;
+  peak: number;
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+}
+
+/** Median and range: `1.21 (1.10-1.35)`. */
+function spread(xs: number[], digits: number): string {
+  if (xs.length === 0) return '-';
+  const f = (x: number) =>
+    x.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
+  return `${f(median(xs))} (${f(Math.min(...xs))}-${f(Math.max(...xs))})`;
+}
+
+/** a / b round by round, for the rounds that measured both. */
+function ratios(
+  results: Measured[],
+  a: (m: Measured) => boolean,
+  b: (m: Measured) => boolean,
+  of: (m: Measured) => number,
+) {
+  const out: number[] = [];
+  for (const x of results.filter(a)) {
+    const y = results.find((m) => b(m) && m.round === x.round);
+    if (y) out.push(of(x) / of(y));
+  }
+  return out;
+}
+
+function printRounds(results: Measured[]): void {
+  const rounds = Math.max(...results.map((m) => m.round)) + 1;
+  const bases = [...new Set(results.map((m) => m.base))];
+  const sets = [...new Set(results.map((m) => m.set))];
+  console.log('');
+  console.log(`Over ${rounds} rounds: median (lowest-highest)`);
+  console.log('');
+  console.log('| scenario | options | items/s | CPU s per 1M items | half-load p99 ms | peak RSS MiB |');
+  console.log('|---|---|---|---|---|---|');
+  for (const base of bases) {
+    for (const set of sets) {
+      const ms = results.filter((m) => m.base === base && m.set === set);
+      if (ms.length === 0) continue;
+      const p99 = ms.flatMap((m) => (m.halfP99 === null ? [] : [m.halfP99]));
+      console.log(
+        `| ${base} | ${set} | ${spread(
+          ms.map((m) => Math.round(m.itemsPerSec)),
+          0,
+        )} | ` +
+          `${spread(
+            ms.map((m) => m.cpuPerMillion),
+            1,
+          )} | ${spread(p99, 1)} | ${spread(
+            ms.map((m) => m.peak),
+            0,
+          )} |`,
+      );
+    }
+  }
+  const is = (base: string, set: string) => (m: Measured) => m.base === base && m.set === set;
+  console.log('');
+  console.log('Ratios within each round: median (lowest-highest)');
+  console.log('');
+  console.log('| ratio | options | round by round |');
+  console.log('|---|---|---|');
+  const line = (what: string, set: string, xs: number[]) => {
+    if (xs.length > 0) console.log(`| ${what} | ${set} | ${spread(xs, 2)} |`);
+  };
+  for (const base of bases) {
+    line(
+      `${base}: items/s, default / tuned`,
+      '',
+      ratios(results, is(base, 'default'), is(base, 'tuned'), (m) => m.itemsPerSec),
+    );
+  }
+  const cpu = (m: Measured) => m.cpuPerMillion;
+  for (const set of sets) {
+    for (const base of bases.filter((b) => b.startsWith('metrics-'))) {
+      const logs = base.replace('metrics-', 'logs-');
+      line(`CPU per item, ${base} / ${logs}`, set, ratios(results, is(base, set), is(logs, set), cpu));
+    }
+    for (const base of bases.filter((b) => b.includes('-json'))) {
+      const proto = base.replace('-json', '-proto');
+      line(`CPU per item, ${base} / ${proto}`, set, ratios(results, is(base, set), is(proto, set), cpu));
+    }
+  }
 }
