@@ -405,75 +405,76 @@ async function main(): Promise<void> {
   const rows: string[][] = [];
   const results: Measured[] = [];
   const rounds = Number(values.rounds);
-  for (let round = 0; round < rounds; round++)
-    for (const s of scenarios) {
-      const { bodies, rowsPerRequest, itemsPerRequest } = await buildBodies(s);
-      const avgBytes = Math.round(bodies.reduce((n, b) => n + b.bytes.length, 0) / bodies.length);
-      const server = await startServer({ ...s.options, durability: s.durability });
-      const path = `/v1/${s.signal}`;
-      try {
-        const warm = await closedLoop(server.url, bodies, connections, warmup * 1000, path);
-        const { rows_written: w0, batches_written: b0 } = (await health(server.url)).aggregator;
-        const c0 = await cpuSeconds(server.pid);
-        const t0 = performance.now();
-        const full = await closedLoop(server.url, bodies, connections, seconds * 1000, path);
-        const { rows_written: w1, batches_written: b1 } = (await health(server.url)).aggregator;
-        const c1 = await cpuSeconds(server.pid);
-        const elapsed = (performance.now() - t0) / 1000;
-        const committedRows = (w1 - w0) / elapsed;
-        const itemsPerSec = committedRows * (itemsPerRequest / rowsPerRequest);
-        const accepted = full.statuses[200] ?? 0;
-        full.latencies.sort((a, b) => a - b);
+  // Each round runs the whole list; a scenario's option sets stay back to back.
+  const runs = Array.from({ length: rounds }, (_, round) => scenarios.map((s) => ({ s, round }))).flat();
+  for (const { s, round } of runs) {
+    const { bodies, rowsPerRequest, itemsPerRequest } = await buildBodies(s);
+    const avgBytes = Math.round(bodies.reduce((n, b) => n + b.bytes.length, 0) / bodies.length);
+    const server = await startServer({ ...s.options, durability: s.durability });
+    const path = `/v1/${s.signal}`;
+    try {
+      const warm = await closedLoop(server.url, bodies, connections, warmup * 1000, path);
+      const { rows_written: w0, batches_written: b0 } = (await health(server.url)).aggregator;
+      const c0 = await cpuSeconds(server.pid);
+      const t0 = performance.now();
+      const full = await closedLoop(server.url, bodies, connections, seconds * 1000, path);
+      const { rows_written: w1, batches_written: b1 } = (await health(server.url)).aggregator;
+      const c1 = await cpuSeconds(server.pid);
+      const elapsed = (performance.now() - t0) / 1000;
+      const committedRows = (w1 - w0) / elapsed;
+      const itemsPerSec = committedRows * (itemsPerRequest / rowsPerRequest);
+      const accepted = full.statuses[200] ?? 0;
+      full.latencies.sort((a, b) => a - b);
 
-        let half: PhaseResult | null = null;
-        if (!values['no-half']) {
-          // Let the backlog of the full-load phase drain first.
-          const acceptedSoFar = (warm.statuses[200] ?? 0) + accepted;
-          await waitDrained(server.url, acceptedSoFar * rowsPerRequest, 30_000);
-          const rps = Math.max(1, committedRows / rowsPerRequest / 2);
-          half = await openLoop(server.url, bodies, connections, seconds * 1000, path, rps);
-          half.latencies.sort((a, b) => a - b);
-        }
-        const peak = await peakRssMiB(server.pid);
-        const loop = (await health(server.url)).event_loop_delay_ms;
-        const cpuProcess = (c1.process - c0.process) / elapsed;
-        const cpuMain = (c1.main - c0.main) / elapsed;
-        // Server CPU per million items: what 2 dedicated cores would sustain, whatever else runs here.
-        const cpuPerMillion =
-          (c1.process - c0.process) / (((w1 - w0) * (itemsPerRequest / rowsPerRequest)) / 1e6);
-        const line = [
-          s.name,
-          String(avgBytes),
-          Math.round(itemsPerSec).toLocaleString('en-US'),
-          Math.round((accepted * itemsPerRequest) / elapsed).toLocaleString('en-US'),
-          `${percentile(full.latencies, 50).toFixed(1)} / ${percentile(full.latencies, 99).toFixed(1)}`,
-          half
-            ? `${Math.round((half.requests * itemsPerRequest) / seconds).toLocaleString('en-US')}: ${percentile(half.latencies, 50).toFixed(1)} / ${percentile(half.latencies, 99).toFixed(1)}`
-            : '-',
-          String(peak),
-          `${(cpuProcess * 100).toFixed(0)}% / ${(cpuMain * 100).toFixed(0)}%`,
-          cpuPerMillion.toFixed(1),
-          b1 > b0 ? Math.round((w1 - w0) / (b1 - b0)).toLocaleString('en-US') : '-',
-          `${loop.p99} / ${loop.max}`,
-          Object.entries(full.statuses)
-            .map(([k, v]) => `${k}:${v}`)
-            .join(' '),
-        ];
-        rows.push(line);
-        console.log(line.join(' | '));
-        results.push({
-          base: s.base,
-          set: s.set,
-          round,
-          itemsPerSec,
-          cpuPerMillion,
-          halfP99: half ? percentile(half.latencies, 99) : null,
-          peak,
-        });
-      } finally {
-        await server.stop();
+      let half: PhaseResult | null = null;
+      if (!values['no-half']) {
+        // Let the backlog of the full-load phase drain first.
+        const acceptedSoFar = (warm.statuses[200] ?? 0) + accepted;
+        await waitDrained(server.url, acceptedSoFar * rowsPerRequest, 30_000);
+        const rps = Math.max(1, committedRows / rowsPerRequest / 2);
+        half = await openLoop(server.url, bodies, connections, seconds * 1000, path, rps);
+        half.latencies.sort((a, b) => a - b);
       }
+      const peak = await peakRssMiB(server.pid);
+      const loop = (await health(server.url)).event_loop_delay_ms;
+      const cpuProcess = (c1.process - c0.process) / elapsed;
+      const cpuMain = (c1.main - c0.main) / elapsed;
+      // Server CPU per million items: what 2 dedicated cores would sustain, whatever else runs here.
+      const cpuPerMillion =
+        (c1.process - c0.process) / (((w1 - w0) * (itemsPerRequest / rowsPerRequest)) / 1e6);
+      const line = [
+        s.name,
+        String(avgBytes),
+        Math.round(itemsPerSec).toLocaleString('en-US'),
+        Math.round((accepted * itemsPerRequest) / elapsed).toLocaleString('en-US'),
+        `${percentile(full.latencies, 50).toFixed(1)} / ${percentile(full.latencies, 99).toFixed(1)}`,
+        half
+          ? `${Math.round((half.requests * itemsPerRequest) / seconds).toLocaleString('en-US')}: ${percentile(half.latencies, 50).toFixed(1)} / ${percentile(half.latencies, 99).toFixed(1)}`
+          : '-',
+        String(peak),
+        `${(cpuProcess * 100).toFixed(0)}% / ${(cpuMain * 100).toFixed(0)}%`,
+        cpuPerMillion.toFixed(1),
+        b1 > b0 ? Math.round((w1 - w0) / (b1 - b0)).toLocaleString('en-US') : '-',
+        `${loop.p99} / ${loop.max}`,
+        Object.entries(full.statuses)
+          .map(([k, v]) => `${k}:${v}`)
+          .join(' '),
+      ];
+      rows.push(line);
+      console.log(line.join(' | '));
+      results.push({
+        base: s.base,
+        set: s.set,
+        round,
+        itemsPerSec,
+        cpuPerMillion,
+        halfP99: half ? percentile(half.latencies, 99) : null,
+        peak,
+      });
+    } finally {
+      await server.stop();
     }
+  }
   console.log('');
   console.log(
     '| scenario | body bytes | committed items/s | accepted items/s | full-load p50 / p99 ms | half rate items/s: p50 / p99 ms | server peak RSS MiB | server CPU process / main thread | server CPU s per 1M items | rows per file | event-loop delay p99 / max ms | statuses |',
