@@ -138,6 +138,32 @@ test('strings compare by code point, not UTF-16 unit', () => {
   assert.equal(stats.maxValues.s, '😀');
 });
 
+test('string min and max are those of code point order, for values sharing long prefixes', () => {
+  // Values that agree for 0-40 bytes and then differ at any byte of a word, in every UTF-8 length.
+  let seed = 7;
+  const rand = (n: number) => {
+    seed = (seed * 1103515245 + 12345) % 2 ** 31;
+    return seed % n;
+  };
+  const pieces = ['a', 'b', 'z', '{"k":', 'é', '€', '😀', '\u007f', '\u0080', ''];
+  const prefix = '{"http.request.method":"GET","http.route":"/api/v1/items/{id}",';
+  const schema = schemaOf([c('s', 'string')]);
+  for (let round = 0; round < 50; round++) {
+    const values = Array.from({ length: 40 }, () => {
+      let v = prefix.slice(0, rand(prefix.length + 1));
+      for (let k = rand(12); k > 0; k--) v += pieces[rand(pieces.length)];
+      return v;
+    });
+    const rows = values.map((s) => (rand(10) === 0 ? { s: null } : { s }));
+    const kept = rows.flatMap((r) => (r.s === null ? [] : [r.s]));
+    const stats = computeStats(schema, batchFromRows(schema, rows));
+    if (kept.length === 0) continue;
+    const sorted = [...kept].sort(compareCodePoints);
+    assert.equal(stats.minValues.s, truncateMin(sorted[0]!), `round ${round}`);
+    assert.equal(stats.maxValues.s, truncateMax(sorted.at(-1)!), `round ${round}`);
+  }
+});
+
 test('long strings: the min is a prefix, the max an upper bound, both within the limit', () => {
   const long = 'x'.repeat(STRING_STATS_PREFIX) + 'tail';
   assert.equal(truncateMin(long), 'x'.repeat(STRING_STATS_PREFIX));
