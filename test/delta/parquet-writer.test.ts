@@ -159,6 +159,16 @@ test('strings: non-ASCII, empty, null and lone surrogates (stored as U+FFFD)', (
   assert.deepEqual(df.getColumn('project_id').toArray(), ['p0', 'p1', 'p2', 'p3', 'p4', 'p5', 'p6']);
 });
 
+test('strings of every length around the short-value copy (0-70 bytes, multibyte too) read back whole', () => {
+  const schema = SCHEMAS.logs;
+  const bodies = Array.from({ length: 71 }, (_, n) =>
+    n % 3 === 0 ? 'é'.repeat(n >> 1) + 'x'.repeat(n & 1) : 'ab'.repeat(n).slice(0, n),
+  );
+  const rows = bodies.map((body, i) => ({ project_id: `p${i}`, event_ts: 1n, time_unix_nano: 1n, body }));
+  const df = roundTrip(schema, batchFromRows(schema, rows));
+  assert.deepEqual(df.getColumn('body').toArray(), bodies);
+});
+
 test('string columns (arrays of strings) are written like built ones', () => {
   const schema = SCHEMAS.logs;
   const pattern = ['a', 'a', null, 'end\ud83d', '😀 é', '😀 é', null, '', ''];
