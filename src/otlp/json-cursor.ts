@@ -21,7 +21,27 @@ STRING_CLASS[0x5c] = 1;
 const HEX_VALUE = new Uint8Array(256).fill(0xff);
 for (let c = 0; c < 16; c++) HEX_VALUE[c.toString(16).charCodeAt(0)] = c;
 
-const INT64_MAX = 0x7fffffffffffffffn;
+const WORDS = new DataView(new ArrayBuffer(8));
+const TWO_16 = 0x1_0000;
+const TWO_32 = 0x1_0000_0000;
+
+/**
+ * hi * 10^9 + lo (hi < 10^10, lo < 10^9: a decimal of up to 19 digits) as an int64, the bits of a
+ * uint64 above 2^63 kept: built from two exact 32-bit words in doubles, as four BigInt operations
+ * cost twice as much (27 against 59-106 ns here; timestamps in nanoseconds have 19 digits).
+ */
+function int64Of(hi: number, lo: number): bigint {
+  // hi * 10^9 = (h1 * 2^16 + h0) * 10^9, each product below 2^53.
+  const h1 = Math.floor(hi / TWO_16);
+  const a = h1 * 1e9; // times 2^16
+  const b = (hi - h1 * TWO_16) * 1e9 + lo;
+  const a1 = Math.floor(a / TWO_16);
+  const low = (a - a1 * TWO_16) * TWO_16 + (b % TWO_32);
+  const carry = low >= TWO_32 ? 1 : 0;
+  WORDS.setUint32(0, low - carry * TWO_32, true);
+  WORDS.setUint32(4, a1 + Math.floor(b / TWO_32) + carry, true);
+  return WORDS.getBigInt64(0, true);
+}
 
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
@@ -355,9 +375,7 @@ export class JsonCursor {
     for (let i = start; i < split; i++) hi = hi * 10 + buf[i]! - 0x30;
     for (let i = split; i < p; i++) lo = lo * 10 + buf[i]! - 0x30;
     this.pos = p + 1;
-    const big = BigInt(hi) * 1_000_000_000n + BigInt(lo);
-    // uint64 values above 2^63 keep their bits in the signed long column.
-    return big > INT64_MAX ? BigInt.asIntN(64, big) : big;
+    return int64Of(hi, lo);
   }
 
   /**
