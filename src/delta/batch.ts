@@ -90,121 +90,100 @@ type Alloc = <T extends Typed>(C: ArrayCtor<T> & { BYTES_PER_ELEMENT: number }, 
 
 /**
  * One batch of all the rows of `b` (same schema), each column allocated once at its exact size
- * (from `arena` when given); a single batch is returned as it is.
+ * (from `arena` when given); a single batch is returned as it is. Parts are joined packed (a part
+ * given as columns is packed first): each part's arrays are copied from its buffer by the offsets
+ * in its header, without a view per column and part, which the writer's worker, joining hundreds
+ * of parts of 23-37 columns a file, made by the tens of thousands.
  */
 export function joinBatches(b: Batches, names: readonly string[], arena?: Arena): ColumnBatch {
-  const parts = batchList(b).map((p) => columnsOf(p, names));
-  if (parts.length === 1) return parts[0]!;
+  const list = batchList(b);
+  if (list.length === 1) return columnsOf(list[0]!, names);
   arena?.reset();
   const alloc: Alloc = arena ? (C, n) => arena.take(C, n) : (C, n) => new C(n);
+  const parts = list.map((p) => (isPacked(p) ? p : packBatch(p, names)));
   const rows = batchesRows(parts);
+  const headers = parts.map((p) => {
+    const header = new Int32Array(p.packed);
+    if (header[0] !== names.length)
+      throw new TypeError(`packed batch has ${header[0]} columns, expected ${names.length}`);
+    return header;
+  });
+  const sources = parts.map((p) => Buffer.from(p.packed));
+  /** Copies `bytes` bytes at `from` in part `i` to `to` in `out`. */
+  const copy = (i: number, from: number, bytes: number, out: Buffer, to: number): void => {
+    const source = sources[i]!;
+    if (from + bytes > source.length) throw new RangeError('packed batch is truncated');
+    source.copy(out, to, from, from + bytes);
+  };
+  /** A column of one byte a row (validity, repeats) from header slot `slot`; `absent` where a part has none. */
+  const joinBytes = (h: number, absent: number): Uint8Array | null => {
+    if (headers.every((x) => x[h]! < 0)) return null;
+    const out = alloc(Uint8Array, rows);
+    const target = bytesOf(out);
+    let at = 0;
+    parts.forEach((p, i) => {
+      const from = headers[i]![h]!;
+      if (from >= 0) copy(i, from, p.numRows, target, at);
+      else out.fill(absent, at, at + p.numRows);
+      at += p.numRows;
+    });
+    return out;
+  };
   const columns: Record<string, ColumnData> = {};
-  for (const name of Object.keys(parts[0]!.columns)) {
-    const cols = parts.map((p) => p.columns[name]!);
-    columns[name] = joinColumn(cols, parts, rows, alloc);
-  }
+  names.forEach((name, j) => {
+    const h = 1 + j * PER_COLUMN;
+    const code = headers[0]![h]!;
+    if (headers.some((x) => x[h] !== code))
+      throw new TypeError(`column ${name} differs in kind between parts`);
+    const kind = PACKED_KINDS[code]!;
+    const valid = joinBytes(h + 4, 1);
+    if (kind === 'utf8' || kind === 'list_long' || kind === 'list_double') {
+      // Values (bytes or elements) run after run, and their offsets moved with them.
+      const C = kind === 'utf8' ? Uint8Array : kind === 'list_long' ? BigInt64Array : Float64Array;
+      let size = 0;
+      for (const x of headers) size += x[h + 2]!;
+      const values = alloc(C as ArrayCtor<Typed> & { BYTES_PER_ELEMENT: number }, size);
+      const offsets = alloc(Int32Array, rows + 1);
+      const target = bytesOf(values);
+      offsets[0] = 0;
+      let row = 0;
+      let pos = 0;
+      parts.forEach((p, i) => {
+        const x = headers[i]!;
+        const count = x[h + 2]!;
+        copy(i, x[h + 1]!, count * C.BYTES_PER_ELEMENT, target, pos * C.BYTES_PER_ELEMENT);
+        const o = x[h + 3]! >> 2;
+        const shift = pos - x[o]!;
+        for (let r = 1; r <= p.numRows; r++) offsets[row + r] = x[o + r]! + shift;
+        row += p.numRows;
+        pos += count;
+      });
+      columns[name] =
+        kind === 'utf8'
+          ? { kind, bytes: values as Uint8Array, offsets, valid, repeats: joinBytes(h + 5, 0) }
+          : ({ kind, items: values, offsets, valid } as ListData);
+      return;
+    }
+    const C = VALUE_CTOR[kind]!;
+    const values = alloc(C as ArrayCtor<Typed> & { BYTES_PER_ELEMENT: number }, rows);
+    const target = bytesOf(values);
+    let at = 0;
+    parts.forEach((p, i) => {
+      copy(i, headers[i]![h + 1]!, p.numRows * C.BYTES_PER_ELEMENT, target, at * C.BYTES_PER_ELEMENT);
+      at += p.numRows;
+    });
+    columns[name] = { kind, values, valid } as ColumnData;
+  });
   return { numRows: rows, columns };
+}
+
+/** A typed array's bytes, as a Buffer (for `Buffer#copy`, which needs no view of each source range). */
+function bytesOf(a: Typed): Buffer {
+  return Buffer.from(a.buffer, a.byteOffset, a.byteLength);
 }
 
 export type Utf8Data = Extract<ColumnData, { kind: 'utf8' }>;
 export type ListData = Extract<ColumnData, { kind: 'list_long' | 'list_double' }>;
-type TypedData = Exclude<Extract<ColumnData, { valid: Uint8Array | null }>, ListData>;
-
-function joinColumn(
-  cols: ColumnData[],
-  parts: readonly ColumnBatch[],
-  rows: number,
-  alloc: Alloc,
-): ColumnData {
-  const kind = cols[0]!.kind;
-  if (kind === 'string') {
-    const values = parts.flatMap((p, i) => (cols[i] as { values: unknown[] }).values.slice(0, p.numRows));
-    return { kind, values } as ColumnData;
-  }
-  // A validity mask only when some part has nulls.
-  let valid: Uint8Array | null = null;
-  if (cols.some((c) => (c as TypedData).valid)) {
-    valid = alloc(Uint8Array, rows);
-    let at = 0;
-    parts.forEach((p, i) => {
-      const v = (cols[i] as TypedData).valid;
-      if (v) valid!.set(v.subarray(0, p.numRows), at);
-      else valid!.fill(1, at, at + p.numRows);
-      at += p.numRows;
-    });
-  }
-  if (kind === 'list_long' || kind === 'list_double') {
-    const lists = cols as ListData[];
-    const { values: items, offsets } = joinRuns(
-      lists.map((c) => ({ values: c.items, offsets: c.offsets })),
-      parts,
-      rows,
-      alloc,
-    );
-    return { kind, items, offsets, valid } as ListData;
-  }
-  if (kind !== 'utf8') {
-    const first = (cols[0] as Extract<TypedData, { values: unknown }>).values;
-    const values = alloc(first.constructor as ArrayCtor<Uint8Array> & { BYTES_PER_ELEMENT: number }, rows);
-    let at = 0;
-    parts.forEach((p, i) => {
-      values.set((cols[i] as unknown as { values: Uint8Array }).values.subarray(0, p.numRows), at);
-      at += p.numRows;
-    });
-    return { kind, values, valid } as unknown as ColumnData;
-  }
-  const utf8 = cols as Utf8Data[];
-  const { values: bytes, offsets } = joinRuns(
-    utf8.map((c) => ({ values: c.bytes, offsets: c.offsets })),
-    parts,
-    rows,
-    alloc,
-  );
-  let repeats: Uint8Array | null = null;
-  if (utf8.some((c) => c.repeats)) {
-    repeats = alloc(Uint8Array, rows);
-    let row = 0;
-    parts.forEach((p, i) => {
-      const r = utf8[i]!.repeats;
-      if (r) repeats!.set(r.subarray(0, p.numRows), row);
-      else repeats!.fill(0, row, row + p.numRows);
-      row += p.numRows;
-    });
-  }
-  return { kind: 'utf8', bytes, offsets, valid, repeats };
-}
-
-/**
- * The values of offset columns (a utf8 column's bytes, a list column's elements) joined, each
- * part's run [offsets[0], offsets[rows]) after the one before, and their offsets moved with them.
- */
-function joinRuns<T extends Uint8Array | BigInt64Array | Float64Array>(
-  cols: readonly { values: T; offsets: Int32Array }[],
-  parts: readonly ColumnBatch[],
-  rows: number,
-  alloc: Alloc,
-): { values: T; offsets: Int32Array } {
-  let size = 0;
-  parts.forEach((p, i) => {
-    size += cols[i]!.offsets[p.numRows]! - cols[i]!.offsets[0]!;
-  });
-  const values = alloc(cols[0]!.values.constructor as ArrayCtor<T> & { BYTES_PER_ELEMENT: number }, size);
-  const offsets = alloc(Int32Array, rows + 1);
-  offsets[0] = 0;
-  let row = 0;
-  let pos = 0;
-  parts.forEach((p, i) => {
-    const c = cols[i]!;
-    const start = c.offsets[0]!;
-    const end = c.offsets[p.numRows]!;
-    (values as Uint8Array).set(c.values.subarray(start, end) as Uint8Array, pos);
-    const shift = pos - start;
-    for (let r = 1; r <= p.numRows; r++) offsets[row + r] = c.offsets[r]! + shift;
-    row += p.numRows;
-    pos += end - start;
-  });
-  return { values, offsets };
-}
 
 // --- int64 extremes -----------------------------------------------------------------------------
 
@@ -421,64 +400,137 @@ type TypedCtor = { new (b: ArrayBuffer, offset: number, length: number): Typed; 
 const align = (n: number) => (n + 7) & ~7;
 
 /**
- * Packs the first `numRows` rows of a batch built by BatchBuilder (string columns as `utf8`).
- * Column order is kept; `unpackBatch` takes the names in the same order.
+ * Lays out a packed batch: columns are added in order as their arrays (the first so many elements
+ * of each) and `finish` copies them into one buffer. The header is built in a scratch array (a
+ * typed array over 64 bytes is an allocation outside V8's heap) and copied with the arrays.
  */
-export function packBatch(batch: ColumnBatch): PackedBatch {
-  const n = batch.numRows;
-  const cols = Object.values(batch.columns);
-  const arrays: Typed[] = [];
-  const header = new Int32Array(1 + cols.length * PER_COLUMN);
-  header[0] = cols.length;
-  let size = align(header.byteLength);
-  /** Reserves room for an array; returns its byte offset, -1 for none. */
-  const plan = (a: Typed | null): number => {
-    if (!a) return -1;
-    arrays.push(a);
-    const at = size;
-    size += align(a.byteLength);
-    return at;
-  };
-  cols.forEach((c, j) => {
-    const h = 1 + j * PER_COLUMN;
-    if (c.kind === 'string') throw new TypeError('packBatch takes string columns as utf8');
-    header[h] = PACKED_KINDS.indexOf(c.kind);
-    if (c.kind === 'utf8') {
-      const start = c.offsets[0]!;
-      // Offsets rebased to 0 when the column's bytes do not start at its first byte.
-      const offsets = c.offsets.subarray(0, n + 1);
-      const bytes = c.bytes.subarray(start, c.offsets[n]);
-      header[h + 1] = plan(bytes);
-      header[h + 2] = bytes.length;
-      header[h + 3] = plan(start === 0 ? offsets : offsets.map((o) => o - start));
-      header[h + 4] = plan(c.valid ? c.valid.subarray(0, n) : null);
-      header[h + 5] = plan(c.repeats ? c.repeats.subarray(0, n) : null);
-    } else if (c.kind === 'list_long' || c.kind === 'list_double') {
-      const start = c.offsets[0]!;
-      const offsets = c.offsets.subarray(0, n + 1);
-      const items = c.items.subarray(start, c.offsets[n]);
-      header[h + 1] = plan(items);
-      header[h + 2] = items.length;
-      header[h + 3] = plan(start === 0 ? offsets : offsets.map((o) => o - start));
-      header[h + 4] = plan(c.valid ? c.valid.subarray(0, n) : null);
-      header[h + 5] = -1;
-    } else {
-      header[h + 1] = plan(c.values.subarray(0, n));
-      header[h + 2] = -1;
-      header[h + 3] = -1;
-      header[h + 4] = plan(c.valid ? c.valid.subarray(0, n) : null);
-      header[h + 5] = -1;
-    }
-  });
-  const packed = new ArrayBuffer(size);
-  const out = new Uint8Array(packed);
-  out.set(new Uint8Array(header.buffer, 0, header.byteLength));
-  let at = align(header.byteLength);
-  for (const a of arrays) {
-    out.set(new Uint8Array(a.buffer, a.byteOffset, a.byteLength), at);
-    at += align(a.byteLength);
+class Packer {
+  private static scratch = new Int32Array(1 + 64 * PER_COLUMN);
+  private readonly header: Int32Array;
+  private readonly arrays: Typed[] = [];
+  private readonly bytes: number[] = [];
+  private size: number;
+  private column = 0;
+
+  constructor(columns: number) {
+    const ints = 1 + columns * PER_COLUMN;
+    if (Packer.scratch.length < ints) Packer.scratch = new Int32Array(ints);
+    this.header = Packer.scratch;
+    this.header[0] = columns;
+    this.size = align(ints * 4);
   }
-  return { numRows: n, packed };
+
+  /** Reserves room for the first `length` elements of `a`: their byte offset, -1 for none. */
+  private plan(a: Typed | null, length: number): number {
+    if (a === null) return -1;
+    const bytes = length * a.BYTES_PER_ELEMENT;
+    this.arrays.push(a);
+    this.bytes.push(bytes);
+    const at = this.size;
+    this.size += align(bytes);
+    return at;
+  }
+
+  private next(
+    kind: Exclude<ColumnKind, 'string'>,
+    a: number,
+    b: number,
+    c: number,
+    d: number,
+    e: number,
+  ): void {
+    const h = 1 + this.column++ * PER_COLUMN;
+    const header = this.header;
+    header[h] = PACKED_KINDS.indexOf(kind);
+    header[h + 1] = a;
+    header[h + 2] = b;
+    header[h + 3] = c;
+    header[h + 4] = d;
+    header[h + 5] = e;
+  }
+
+  /** A utf8 column of `n` rows: `offsets` start at 0 and index `bytes`. */
+  utf8(
+    n: number,
+    bytes: Uint8Array,
+    offsets: Int32Array,
+    valid: Uint8Array | null,
+    repeats: Uint8Array | null,
+  ): void {
+    const size = offsets[n]!;
+    this.next(
+      'utf8',
+      this.plan(bytes, size),
+      size,
+      this.plan(offsets, n + 1),
+      this.plan(valid, n),
+      this.plan(repeats, n),
+    );
+  }
+
+  /** A list column of `n` rows: `offsets` start at 0 and index `items`. */
+  list(
+    kind: 'list_long' | 'list_double',
+    n: number,
+    items: BigInt64Array | Float64Array,
+    offsets: Int32Array,
+    valid: Uint8Array | null,
+  ): void {
+    const size = offsets[n]!;
+    this.next(kind, this.plan(items, size), size, this.plan(offsets, n + 1), this.plan(valid, n), -1);
+  }
+
+  /** A column of one value a row. */
+  values(
+    kind: Exclude<ColumnKind, 'string' | 'utf8' | ListData['kind']>,
+    n: number,
+    values: Typed,
+    valid: Uint8Array | null,
+  ): void {
+    this.next(kind, this.plan(values, n), -1, -1, this.plan(valid, n), -1);
+  }
+
+  finish(numRows: number): PackedBatch {
+    const packed = new ArrayBuffer(this.size);
+    const ints = 1 + this.column * PER_COLUMN;
+    new Int32Array(packed, 0, ints).set(this.header.subarray(0, ints));
+    const out = new Uint8Array(packed);
+    let at = align(ints * 4);
+    for (let i = 0; i < this.arrays.length; i++) {
+      const a = this.arrays[i]!;
+      const bytes = this.bytes[i]!;
+      out.set(new Uint8Array(a.buffer, a.byteOffset, bytes), at);
+      at += align(bytes);
+    }
+    return { numRows, packed };
+  }
+}
+
+/**
+ * Packs the first `numRows` rows of a batch, its columns in the order of `names` (string arrays
+ * as utf8); `unpackBatch` takes the names in the same order. A BatchBuilder packs its rows itself
+ * (`pack`).
+ */
+export function packBatch(
+  batch: ColumnBatch,
+  names: readonly string[] = Object.keys(batch.columns),
+): PackedBatch {
+  const n = batch.numRows;
+  const p = new Packer(names.length);
+  for (const name of names) {
+    let c = batch.columns[name];
+    if (!c) throw new TypeError(`batch has no column ${name}`);
+    if (c.kind === 'string') c = utf8Of(c.values, n);
+    const valid = c.valid ? c.valid.subarray(0, n) : null;
+    if (c.kind === 'utf8' || c.kind === 'list_long' || c.kind === 'list_double') {
+      // Offsets rebased to 0 when the column's values do not start at its first.
+      const start = c.offsets[0]!;
+      const offsets = start === 0 ? c.offsets : c.offsets.subarray(0, n + 1).map((o) => o - start);
+      if (c.kind === 'utf8') p.utf8(n, c.bytes.subarray(start), offsets, valid, c.repeats ?? null);
+      else p.list(c.kind, n, c.items.subarray(start), offsets, valid);
+    } else p.values(c.kind, n, c.values, valid);
+  }
+  return p.finish(n);
 }
 
 const VALUE_CTOR: Record<string, TypedCtor> = {
@@ -543,6 +595,8 @@ class Utf8Column {
   private pendingFrom = 0;
   /** The last non-null value: a row repeating it (same resource, scope, service) is marked. */
   private last: string | null = null;
+  /** Some row is marked as a repeat (else a packed column leaves the marks out). */
+  private repeated = false;
 
   constructor(rows: number) {
     this.bytes = new Uint8Array(Math.max(256, rows * 32));
@@ -555,6 +609,7 @@ class Utf8Column {
     if (s === null) this.pending.push('');
     else if (s === this.last) {
       this.repeats[this.pendingFrom + this.pending.length] = 1;
+      this.repeated = true;
       this.pending.push('');
     } else {
       this.last = s;
@@ -586,6 +641,7 @@ class Utf8Column {
     if (src.repeats) {
       this.repeats.set(src.repeats.subarray(from, to), row);
       if (lead !== null) this.repeats[row + first - from] = 0;
+      this.repeated = true;
     }
     this.used = at + end - start + leadBytes;
     this.pendingFrom = row + (to - from);
@@ -599,6 +655,7 @@ class Utf8Column {
     this.pendingFrom = 0;
     this.last = null;
     this.repeats.fill(0, 0, rows);
+    this.repeated = false;
   }
 
   growRows(rows: number): void {
@@ -648,6 +705,12 @@ class Utf8Column {
     this.used = pos;
     this.pendingFrom = row;
     this.pending = [];
+  }
+
+  /** The first `rows` rows into a packed batch. */
+  packInto(p: Packer, rows: number, valid: Uint8Array | null): void {
+    this.encode();
+    p.utf8(rows, this.bytes, this.offsets, valid, this.repeated ? this.repeats : null);
   }
 
   encoded(rows: number): { bytes: Uint8Array; offsets: Int32Array; repeats: Uint8Array } {
@@ -713,6 +776,11 @@ class ListColumn {
     const next = new (this.items.constructor as typeof Float64Array)(size);
     next.set(this.items.subarray(0, this.used) as Float64Array);
     this.items = next;
+  }
+
+  /** The first `rows` rows into a packed batch. */
+  packInto(p: Packer, kind: ListData['kind'], rows: number, valid: Uint8Array | null): void {
+    p.list(kind, rows, this.items, this.offsets, valid);
   }
 
   /** Views of the first `rows` rows (the builder starts new arrays for its next batch). */
@@ -889,6 +957,22 @@ export class BatchBuilder {
     const batch = this.view();
     this.reset();
     return batch;
+  }
+
+  /**
+   * The rows so far packed into one buffer, as `packBatch(this.view())` gives them but without a
+   * view per array (a request's batch has 23-37 columns).
+   */
+  pack(): PackedBatch {
+    const n = this.length;
+    const p = new Packer(this.cols.length);
+    for (const c of this.cols) {
+      const valid = c.nulls === 0 ? null : c.valid;
+      if (c.utf8) c.utf8.packInto(p, n, valid);
+      else if (c.list) c.list.packInto(p, c.kind as ListData['kind'], n, valid);
+      else p.values(c.kind as Parameters<Packer['values']>[0], n, c.typed!, valid);
+    }
+    return p.finish(n);
   }
 
   /** The rows so far as views of the builder's buffers: valid until the builder next changes. */

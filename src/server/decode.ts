@@ -5,7 +5,7 @@
 // CPU-heavy part of ingest; the server runs it in decode worker threads (see decode-worker.ts), so
 // only small batches in one buffer each come back to the event loop.
 
-import { BatchBuilder, type PackedBatch, packBatch } from '../delta/batch.ts';
+import { BatchBuilder, type PackedBatch } from '../delta/batch.ts';
 import {
   type BodyFormat,
   mapRequest,
@@ -132,8 +132,7 @@ export class RequestDecoder implements RowSink {
         return t === undefined || t.rows === 0 ? [] : [[table, t] as const];
       });
       const tables: Partial<Record<TableName, DecodedTable>> = {};
-      for (const [table, t] of builds)
-        tables[table] = { batch: packBatch(t.builder.view()), reasons: t.reasons };
+      for (const [table, t] of builds) tables[table] = { batch: t.builder.pack(), reasons: t.reasons };
       this.endRun();
       return { ok: true, tables, invalidIds, projects: this.projects };
     } finally {

@@ -107,13 +107,14 @@ describe('BatchBuilder batches of batches (the server path)', () => {
       const names = s.columns.map((c) => c.name);
       const rows = makeRows(s, 700, 11);
       const expected = table(batchFromRows(s, rows));
-      // A reused builder makes one small batch per "request", each packed into one buffer.
+      // A reused builder makes one small batch per "request", each packed into one buffer: by the
+      // builder itself (the decoders) or from its views, in turn.
       const small = new BatchBuilder(s, 8);
       const pieces: PackedBatch[] = [];
       for (let at = 0; at < rows.length; ) {
         const n = 1 + ((at * 7) % 90);
         for (const r of rows.slice(at, at + n)) small.push(r);
-        const packed = packBatch(small.view());
+        const packed = pieces.length % 2 === 0 ? small.pack() : packBatch(small.view());
         small.clear();
         assert.deepEqual(transferables(packed), [packed.packed], 'one buffer per packed batch');
         assert.deepEqual(table(unpackBatch(packed, names)), expected.slice(at, at + n));
@@ -169,7 +170,7 @@ describe('BatchBuilder batches of batches (the server path)', () => {
 });
 
 describe('packBatch', () => {
-  it('rebases a string column whose offsets do not start at 0, and refuses plain string arrays', () => {
+  it('rebases a string column whose offsets do not start at 0, and packs plain string arrays as utf8', () => {
     const bytes = new TextEncoder().encode('xyzabcdé');
     const col: ColumnData = {
       kind: 'utf8',
@@ -180,7 +181,8 @@ describe('packBatch', () => {
     };
     const packed = packBatch({ numRows: 3, columns: { s: col } });
     assert.deepEqual(decode(unpackBatch(packed, ['s']).columns['s']!, 3), ['a', 'bc', 'dé']);
-    assert.throws(() => packBatch({ numRows: 1, columns: { s: { kind: 'string', values: ['a'] } } }), /utf8/);
+    const strings = packBatch({ numRows: 3, columns: { s: { kind: 'string', values: ['a', null, 'a'] } } });
+    assert.deepEqual(decode(unpackBatch(strings, ['s']).columns['s']!, 3), ['a', null, 'a']);
     assert.throws(() => unpackBatch(packed, ['s', 't']), /1 columns, expected 2/);
   });
 
@@ -193,6 +195,36 @@ describe('packBatch', () => {
     };
     const packed = packBatch({ numRows: 4, columns: { l: col } });
     assert.deepEqual(table(unpackBatch(packed, ['l'])), [[[1n, 2n]], [null], [[]], [[3n]]]);
+  });
+});
+
+describe('joinBatches', () => {
+  it('joins parts given as columns in any key order, plain strings included, with packed ones', () => {
+    const s = SCHEMAS.metrics_hist;
+    const names = s.columns.map((c) => c.name);
+    const rows = makeRows(s, 30, 8);
+    const first = batchFromRows(s, rows.slice(0, 10));
+    const reordered: ColumnBatch = {
+      numRows: 10,
+      columns: Object.fromEntries(Object.entries(batchFromRows(s, rows.slice(10, 20)).columns).reverse()),
+    };
+    const metric = reordered.columns['metric_name']!;
+    const plain: ColumnBatch = {
+      ...reordered,
+      columns: { ...reordered.columns, metric_name: { kind: 'string', values: decode(metric, 10) } },
+    };
+    const joined = joinBatches([first, plain, packBatch(batchFromRows(s, rows.slice(20)))], names);
+    assert.deepEqual(table(joined), table(batchFromRows(s, rows)));
+  });
+
+  it('refuses a truncated packed part and parts whose columns differ', () => {
+    const s = SCHEMAS.logs;
+    const names = s.columns.map((c) => c.name);
+    const whole = packBatch(batchFromRows(s, makeRows(s, 20, 2)));
+    const cut = { numRows: 20, packed: whole.packed.slice(0, whole.packed.byteLength - 64) };
+    assert.throws(() => joinBatches([whole, cut], names), /truncated/);
+    const other = packBatch(batchFromRows(SCHEMAS.spans, makeRows(SCHEMAS.spans, 5, 2)));
+    assert.throws(() => joinBatches([whole, other], names), /columns, expected 23/);
   });
 });
 
