@@ -139,6 +139,12 @@ export class Int64List {
     this.words[at + HIGH_WORD] = hi;
   }
 
+  /** An element given as a safe integer of at least 0 (below 2^53). */
+  pushSafe(v: number): void {
+    const hi = Math.floor(v / 0x100000000);
+    this.pushWords(v - hi * 0x100000000, hi);
+  }
+
   /** The elements, as a list cell of their own. */
   take(): BigInt64Array {
     const cell = int64Cells.alloc(this.length);

@@ -347,25 +347,36 @@ export class JsonCursor {
   }
 
   /**
-   * A quoted decimal of 1 to 19 digits, as OTLP/JSON writes int64 and uint64 values, as the bigint
-   * values.ts' int64 gives for it; undefined, having read nothing, for any other value.
+   * A quoted decimal of 1 to 15 digits, exact as a double (a bucket count, nearly always), as a
+   * number; -1, having read nothing, for any other value.
    */
-  digits64(): bigint | undefined {
-    if (this.peek() !== QUOTE) return undefined;
+  digits15(): number {
+    if (this.peek() !== QUOTE) return -1;
     const buf = this.buf;
     const start = this.pos + 1;
     let p = start;
-    // Up to 15 digits the value is exact as a double, and read in one pass.
     let v = 0;
     let c = buf[p]!;
     while (c >= 0x30 && c <= 0x39 && p - start < 15) {
       v = v * 10 + c - 0x30;
       c = buf[++p]!;
     }
-    if (c === QUOTE && p > start) {
-      this.pos = p + 1;
-      return BigInt(v);
-    }
+    if (c !== QUOTE || p === start) return -1;
+    this.pos = p + 1;
+    return v;
+  }
+
+  /**
+   * A quoted decimal of 1 to 19 digits, as OTLP/JSON writes int64 and uint64 values, as the bigint
+   * values.ts' int64 gives for it; undefined, having read nothing, for any other value.
+   */
+  digits64(): bigint | undefined {
+    const small = this.digits15();
+    if (small >= 0) return BigInt(small);
+    if (this.peek() !== QUOTE) return undefined;
+    const buf = this.buf;
+    const start = this.pos + 1;
+    let p = start;
     while (isDigit(buf[p])) p++;
     const n = p - start;
     if (buf[p] !== QUOTE || n === 0 || n > 19) return undefined;

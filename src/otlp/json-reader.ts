@@ -207,8 +207,11 @@ export class JsonReader implements OtlpReader {
     const j = this.j;
     out.clear();
     if (!j.array()) return;
-    for (let first = true; j.next(first); first = false)
-      out.push(j.digits64() ?? int64(j.scalar(), this.label()));
+    for (let first = true; j.next(first); first = false) {
+      const small = j.digits15(); // no BigInt for the common case
+      if (small >= 0) out.pushSafe(small);
+      else out.push(j.digits64() ?? int64(j.scalar(), this.label()));
+    }
   }
 
   doubles(out: number[]): void {

@@ -25,3 +25,17 @@ test('quoted decimals of 1-19 digits read as the int64 BigInt makes of them', ()
   assert.equal(read('12a'), undefined);
   assert.equal(read(''), undefined);
 });
+
+test('quoted decimals of 1-15 digits read as exact numbers; any other value is left unread', () => {
+  const cursor = (text: string) => new JsonCursor(Buffer.from(text));
+  for (const v of ['0', '1', '4294967295', '4294967296', '999999999999999', '000123']) {
+    assert.equal(cursor(`"${v}"`).digits15(), Number(v), v);
+  }
+  // 16 digits (beyond 2^53 from here on), an empty string, a sign, a bare number: -1, and the
+  // cursor has not moved, so the int64 reader still reads the first.
+  for (const text of ['"9007199254740993"', '""', '"-1"', '12', '"1e3"']) {
+    const c = cursor(text);
+    assert.equal(c.digits15(), -1, text);
+    assert.equal(c.digits64(), text === '"9007199254740993"' ? 9007199254740993n : undefined, text);
+  }
+});

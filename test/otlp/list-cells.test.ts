@@ -33,3 +33,10 @@ test('list cells keep their elements while later cells fill their chunk and the 
     );
   });
 });
+
+test('int64 elements given as safe integers keep every bit, across the 32-bit boundary', () => {
+  const list = new Int64List();
+  const values = [0, 1, 2 ** 31, 2 ** 32 - 1, 2 ** 32, 2 ** 32 + 1, 123456789012345, 2 ** 53 - 1];
+  for (const v of values) list.pushSafe(v);
+  assert.deepEqual([...list.take()], values.map(BigInt));
+});
