@@ -491,17 +491,23 @@ class Packer {
   }
 
   finish(numRows: number): PackedBatch {
-    const packed = new ArrayBuffer(this.size);
+    // Not zero-filled (half the cost of `new ArrayBuffer` for a request's 20-60 KB): every byte
+    // is written below, the alignment gaps too, as the buffer goes to the write-ahead log.
+    const packed = Buffer.allocUnsafeSlow(this.size).buffer as ArrayBuffer;
     const ints = 1 + this.column * PER_COLUMN;
     new Int32Array(packed, 0, ints).set(this.header.subarray(0, ints));
     const out = new Uint8Array(packed);
-    let at = align(ints * 4);
+    let at = ints * 4;
     for (let i = 0; i < this.arrays.length; i++) {
       const a = this.arrays[i]!;
       const bytes = this.bytes[i]!;
+      const start = align(at);
+      if (start !== at) out.fill(0, at, start);
+      at = start;
       out.set(new Uint8Array(a.buffer, a.byteOffset, bytes), at);
-      at += align(bytes);
+      at += bytes;
     }
+    out.fill(0, at);
     return { numRows, packed };
   }
 }

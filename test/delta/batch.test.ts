@@ -315,3 +315,37 @@ describe('int64Extremes', () => {
     assert.deepEqual(int64Extremes(view, null, 0, 3), [2, 1]);
   });
 });
+
+describe('packed batches', () => {
+  it('hold zeros in the gaps between their arrays, though the buffer is not zero-filled', () => {
+    // Odd lengths everywhere (7 rows: validity and repeats of 7 bytes, strings of odd sizes), and
+    // memory freed after being filled with 0xab, for the allocator to hand out again.
+    const s = SCHEMAS.metrics_hist;
+    const names = s.columns.map((c) => c.name);
+    const rows = makeRows(s, 7, 4);
+    const b = new BatchBuilder(s, 8);
+    for (const r of rows) b.push(r);
+    for (let round = 0; round < 300; round++) {
+      const packed = b.pack();
+      for (let k = 0; k < 20; k++) Buffer.allocUnsafeSlow(packed.packed.byteLength).fill(0xab);
+      const bytes = new Uint8Array(packed.packed);
+      const header = new Int32Array(packed.packed, 0, 1 + names.length * 6);
+      const used = new Uint8Array(bytes.length);
+      used.fill(1, 0, header.byteLength);
+      const mark = (at: number, length: number) => {
+        if (at >= 0) used.fill(1, at, at + length);
+      };
+      names.forEach((_, j) => {
+        const [kind, a, n, c, d, e] = header.subarray(1 + j * 6, 7 + j * 6);
+        const size = [1, 8, 8, 4, 8, 1, 8, 8][kind!]!;
+        mark(a!, (kind === 0 || kind! >= 6 ? n! : 7) * size);
+        mark(c!, 8 * 4);
+        mark(d!, 7);
+        mark(e!, 7);
+      });
+      for (let i = 0; i < bytes.length; i++)
+        if (!used[i]) assert.equal(bytes[i], 0, `round ${round}, gap byte ${i}`);
+      assert.deepEqual(table(unpackBatch(packed, names)), table(batchFromRows(s, rows)));
+    }
+  });
+});
