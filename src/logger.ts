@@ -4,7 +4,7 @@
 
 import { mkdir } from 'node:fs/promises';
 import type { LazyDataFrame } from 'nodejs-polars';
-import { BatchBuilder, type BatchPart, type PackedBatch, packBatch, sliceBatch } from './delta/batch.ts';
+import { BatchBuilder, type BatchPart, type PackedBatch, sliceBatch } from './delta/batch.ts';
 import { dataFileProblems } from './delta/check.ts';
 import { DeltaTable } from './delta/table.ts';
 import {
@@ -563,7 +563,7 @@ export class Logger {
   private async logCollected(key: string): Promise<boolean> {
     const c = this.collecting.get(key)!;
     this.collecting.delete(key);
-    const batch = packBatch(c.builder.finish());
+    const batch = c.builder.pack(); // the builder is dropped: finish() would only allocate its next batch
     try {
       await this.wal!.append([{ table: c.table, day: c.day, batch }], ([e]) => {
         this.producer!.fill(c.reservations, [

@@ -115,7 +115,7 @@ export function joinBatches(b: Batches, names: readonly string[], arena?: Arena)
     if (from + bytes > source.length) throw new RangeError('packed batch is truncated');
     source.copy(out, to, from, from + bytes);
   };
-  /** A column of one byte a row (validity, repeats) from header slot `slot`; `absent` where a part has none. */
+  /** A column of one byte a row (validity, repeats) from header slot `h`; `absent` where a part has none. */
   const joinBytes = (h: number, absent: number): Uint8Array | null => {
     if (headers.every((x) => x[h]! < 0)) return null;
     const out = alloc(Uint8Array, rows);
@@ -402,7 +402,8 @@ const align = (n: number) => (n + 7) & ~7;
 /**
  * Lays out a packed batch: columns are added in order as their arrays (the first so many elements
  * of each) and `finish` copies them into one buffer. The header is built in a scratch array (a
- * typed array over 64 bytes is an allocation outside V8's heap) and copied with the arrays.
+ * typed array over 64 bytes is an allocation outside V8's heap) and copied with the arrays; one
+ * packing at a time, as packing is synchronous.
  */
 class Packer {
   private static scratch = new Int32Array(1 + 64 * PER_COLUMN);
