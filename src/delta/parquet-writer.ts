@@ -178,8 +178,16 @@ function encodeFlat(col: Encodable, from: number, to: number, out: Bytes, stats:
       out.room((to - from) * width);
       if (valid === null) out.pos += bytes.copy(out.buf, out.pos, from * width, to * width);
       else {
-        for (let i = from; i < to; i++) {
-          if (valid[i] === 1) out.pos += bytes.copy(out.buf, out.pos, i * width, (i + 1) * width);
+        // One copy per run of valid rows, not per value: a metric's kind-specific columns are null
+        // in runs (a metric's points share its kind), and a Buffer#copy call costs ~100 ns.
+        for (let i = from; i < to; ) {
+          if (valid[i] !== 1) {
+            i++;
+            continue;
+          }
+          const start = i;
+          while (i < to && valid[i] === 1) i++;
+          out.pos += bytes.copy(out.buf, out.pos, start * width, i * width);
         }
       }
       if (col.kind !== 'double') rangeStats(col.values, valid, from, to, stats);

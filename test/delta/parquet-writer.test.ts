@@ -201,6 +201,41 @@ test('repeat rows hold their value in every page; real nulls stay null', () => {
   }
 });
 
+test('numeric columns with nulls alone, in runs and at both ends read back as written', () => {
+  const schema = SCHEMAS.metrics_hist;
+  // Valid rows are copied a run at a time: runs of every length, single rows between nulls, a
+  // null first and last, across row groups of 4,096 (ranges that start inside a run).
+  const valid = (i: number) => {
+    const k = i % 23;
+    return k !== 0 && k !== 3 && k !== 5 && !(k >= 11 && k < 15) && i !== 9_999;
+  };
+  const n = 10_000;
+  const rows = Array.from({ length: n }, (_, i) => ({
+    project_id: 'p',
+    event_ts: 1n,
+    time_unix_nano: 1n,
+    count: valid(i) ? BigInt(i) * 1_000_003n - 4_000_000n : null,
+    scale: valid(i + 1) ? (i % 41) - 20 : null,
+    zero_threshold: valid(i + 2) ? i / 8 : null,
+  }));
+  const df = roundTrip(schema, batchFromRows(schema, rows));
+  assert.deepEqual(
+    df
+      .getColumn('count')
+      .toArray()
+      .map((v) => (v === null ? null : BigInt(v))),
+    rows.map((r) => r.count),
+  );
+  assert.deepEqual(
+    df.getColumn('scale').toArray(),
+    rows.map((r) => r.scale),
+  );
+  assert.deepEqual(
+    df.getColumn('zero_threshold').toArray(),
+    rows.map((r) => r.zero_threshold),
+  );
+});
+
 test('list cells (null, empty, one and many elements) read back as written, whatever the offsets', () => {
   const schema = SCHEMAS.metrics_hist;
   const names = schema.columns.map((c) => c.name);
