@@ -121,7 +121,7 @@ describe('BatchBuilder batches of batches (the server path)', () => {
         pieces.push(packed);
         at += n;
       }
-      // Appended in uneven ranges, as the aggregator splits them at max_batch_rows.
+      // Appended in uneven ranges, as the aggregator splits a request where its hold limit falls.
       const target = new BatchBuilder(s, 4);
       for (const p of pieces) {
         const mid = p.numRows >> 1;
@@ -141,8 +141,8 @@ describe('BatchBuilder batches of batches (the server path)', () => {
   }
 
   it('a slice of a packed batch owns its buffers: moving it to a worker leaves the rest readable', () => {
-    // metrics_hist has list columns; the aggregator slices a queued batch at max_batch_rows and
-    // transfers each slice to the Parquet worker while the rest of the batch waits.
+    // metrics_hist has list columns; the aggregator slices a queued batch where its hold limit
+    // falls and transfers the slice to the Parquet worker while the rest of the batch waits.
     const s = SCHEMAS.metrics_hist;
     const names = s.columns.map((c) => c.name);
     const rows = makeRows(s, 64, 5);

@@ -122,25 +122,41 @@ describe('Aggregator', () => {
     await agg.close();
   });
 
-  it('keeps queued batches as parts, split where a file reaches max_batch_rows; every row written once', async () => {
+  it('keeps queued batches as parts, a request never split between batches; every row written once', async () => {
     const { producer, tables, agg } = setup({ max_batch_rows: 1000, min_batch_rows: 100, max_age_s: 0.4 });
     agg.start();
-    // 30 requests of 85 rows, with rows queued one by one in between.
+    // 30 requests of 85 rows, with rows queued one by one in between; then one of 2,500 rows.
     for (let i = 0; i < 30; i++) {
       await producer.enqueueBatch('logs', packedRows(logRows(85, i * 100)));
       await producer.enqueue('logs', logRows(1, i * 100 + 85));
     }
+    await producer.enqueueBatch('logs', packedRows(logRows(2500, 10_000)));
     const key = 'logs/' + producer.today();
-    await until(() => tables.rows(key).length === 30 * 86);
-    const sizes = tables.written.get(key)!.map((b) => b.length);
-    assert.deepEqual(sizes.slice(0, 2), [1000, 1000], 'a batch is cut at the limit, not after it');
+    await until(() => tables.rows(key).length === 30 * 86 + 2500);
+    const files = tables.written.get(key)!;
+    // The first batch is cut before the request that would take it past 1,000 rows: 11 x 86.
+    assert.equal(files[0]!.length, 946, 'a batch is cut before a request that does not fit');
+    // Each request's rows are in one file (a file joins whole batches).
+    const fileOf = new Map<bigint, number>();
+    files.forEach((values, f) => {
+      for (const v of values) fileOf.set(v, f);
+    });
+    for (let i = 0; i < 30; i++) {
+      const where = new Set(Array.from({ length: 85 }, (_, k) => fileOf.get(BigInt(i * 100 + k))));
+      assert.equal(where.size, 1, `request ${i} is in one file`);
+    }
+    const big = new Set(Array.from({ length: 2500 }, (_, k) => fileOf.get(BigInt(10_000 + k))));
+    assert.equal(big.size, 1, 'a request of more than max_batch_rows rows is a batch of its own');
     const sorted = (xs: unknown[]) => [...xs].sort((a, b) => Number((a as bigint) - (b as bigint)));
-    const expected = Array.from({ length: 30 }, (_, i) => logRows(86, i * 100)).flat();
+    const expected = [
+      ...Array.from({ length: 30 }, (_, i) => logRows(86, i * 100)).flat(),
+      ...logRows(2500, 10_000),
+    ];
     assert.deepEqual(
       sorted(tables.rows(key)),
       sorted(expected.map((r) => r[names.indexOf('time_unix_nano')])),
     );
-    assert.equal(agg.stats().rows_written, 30 * 86);
+    assert.equal(agg.stats().rows_written, 30 * 86 + 2500);
     assert.deepEqual(agg.pendingRows().logs, 0);
     await agg.close();
   });

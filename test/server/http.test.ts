@@ -568,7 +568,8 @@ describe('protobuf without the optional package', () => {
 });
 
 describe('backpressure', () => {
-  // One row per commit keeps the aggregator busy long enough for the queue to stay full.
+  // Batches of at most 4 rows (the hold limit splits a request; max_batch_rows 1 cuts each piece),
+  // one commit each, keep the aggregator busy long enough for the queue to stay full.
   const slow = {
     aggregator_config: { max_batch_rows: 1, min_batch_rows: 1, max_pending_rows: 4, max_age_s: 0.05 },
   };
