@@ -19,9 +19,12 @@
 //
 // Usage: node bench/server-load.ts [--seconds 10] [--warmup 3] [--connections 8]
 //          [--scenarios spans-json,spans-proto,logs-json,logs-proto,metrics-json,metrics-proto]
-//          [--gzip off,on]
+//          [--gzip off,on] [--items 100]
 //          [--max-batch-rows 20000] [--min-batch-rows MAX] [--decode-workers N] [--no-half]
 //          [--durability wal,memory] [--options default,tuned] [--rounds 1]
+//
+// `--items N` sends requests of N items (100 by default; the Collector's batch processor sends up
+// to 8,192, an SDK's batch processor up to 512).
 //
 // `--options default,tuned` (the default) runs each scenario with the default options, which is
 // what users run, then with the tuned ones (--max-batch-rows, --min-batch-rows, a 500,000-row
@@ -61,8 +64,11 @@ import type { PartialOptions } from '../src/storage/options.ts';
 import { RawConnection, rawRequest } from './http-client.ts';
 import { logsRequest, metricsRequest, tracesRequest } from './otlp-payloads.ts';
 
+/** Items per request unless --items says otherwise; the Collector's batch processor sends up to 8,192. */
 const ITEMS_PER_REQUEST = 100;
+/** Distinct bodies prepared per scenario (fewer for large requests: they are sent in turn anyway). */
 const DISTINCT_BODIES = 32;
+const DISTINCT_ITEMS = 3_200;
 const REQUESTS = { traces: tracesRequest, logs: logsRequest, metrics: metricsRequest };
 
 /** A scenario's first word names the signal it sends. */
@@ -129,23 +135,25 @@ function hexIdsToBytes(value: unknown): unknown {
 
 async function buildBodies(
   s: Scenario,
+  items: number,
 ): Promise<{ bodies: Body[]; rowsPerRequest: number; itemsPerRequest: number }> {
   const proto = s.format === 'protobuf' ? await loadProtobuf() : null;
   if (s.format === 'protobuf' && !proto) throw new Error('protobuf scenarios need protobufjs');
   const bodies: Body[] = [];
   let rowsPerRequest = 0;
-  for (let i = 0; i < DISTINCT_BODIES; i++) {
+  const distinct = Math.max(4, Math.min(DISTINCT_BODIES, Math.ceil(DISTINCT_ITEMS / items)));
+  for (let i = 0; i < distinct; i++) {
     const seed = 1 + i * 7;
-    const msg = REQUESTS[s.signal](ITEMS_PER_REQUEST, seed);
+    const msg = REQUESTS[s.signal](items, seed);
     if (i === 0) {
       rowsPerRequest =
         s.signal === 'traces'
-          ? ITEMS_PER_REQUEST +
+          ? items +
             (msg as ReturnType<typeof tracesRequest>).resourceSpans[0]!.scopeSpans[0]!.spans.reduce(
               (n, sp) => n + sp.events.length,
               0,
             )
-          : ITEMS_PER_REQUEST; // a log record, or a data point of any kind, is one row
+          : items; // a log record, or a data point of any kind, is one row
     }
     let bytes: Buffer;
     if (proto) {
@@ -165,7 +173,7 @@ async function buildBodies(
     headers['content-length'] = String(bytes.length);
     bodies.push({ bytes, headers });
   }
-  return { bodies, rowsPerRequest, itemsPerRequest: ITEMS_PER_REQUEST };
+  return { bodies, rowsPerRequest, itemsPerRequest: items };
 }
 
 /** The connections of a phase, and each body as the complete request bytes for `path`. */
@@ -348,6 +356,7 @@ async function main(): Promise<void> {
       'max-batch-rows': { type: 'string', default: '20000' },
       'min-batch-rows': { type: 'string' },
       'decode-workers': { type: 'string' },
+      items: { type: 'string', default: String(ITEMS_PER_REQUEST) },
       'no-half': { type: 'boolean', default: false },
       durability: { type: 'string', default: 'wal' },
       options: { type: 'string', default: 'default,tuned' },
@@ -359,6 +368,7 @@ async function main(): Promise<void> {
   const seconds = Number(values.seconds);
   const warmup = Number(values.warmup);
   const connections = Number(values.connections);
+  const items = Number(values.items);
   const maxBatchRows = Number(values['max-batch-rows']);
   const workers: PartialOptions =
     values['decode-workers'] === undefined
@@ -376,7 +386,7 @@ async function main(): Promise<void> {
   const optionsOf = { default: workers, tuned };
   console.log(`tuned options: ${JSON.stringify(tuned)}`);
   console.log(
-    `${connections} keep-alive connections, ${warmup} s warm-up, ${seconds} s measured, ${ITEMS_PER_REQUEST} items per request`,
+    `${connections} keep-alive connections, ${warmup} s warm-up, ${seconds} s measured, ${items} items per request`,
   );
 
   const scenarios: Scenario[] = [];
@@ -408,7 +418,7 @@ async function main(): Promise<void> {
   // Each round runs the whole list; a scenario's option sets stay back to back.
   const runs = Array.from({ length: rounds }, (_, round) => scenarios.map((s) => ({ s, round }))).flat();
   for (const { s, round } of runs) {
-    const { bodies, rowsPerRequest, itemsPerRequest } = await buildBodies(s);
+    const { bodies, rowsPerRequest, itemsPerRequest } = await buildBodies(s, items);
     const avgBytes = Math.round(bodies.reduce((n, b) => n + b.bytes.length, 0) / bodies.length);
     const server = await startServer({ ...s.options, durability: s.durability });
     const path = `/v1/${s.signal}`;
