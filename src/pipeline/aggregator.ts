@@ -298,7 +298,8 @@ export class Aggregator {
     // A request's rows stay together, never copied into two batches: the building batch is cut
     // first when they would take it past max_batch_rows, and a request of more rows than that is
     // a batch of its own. (Splitting an 8,192-row request into 1,000-row copies took 4-15 ms of
-    // the event loop here.) Only the hold limit splits one (producer.take), which copies.
+    // the event loop on a 2-core machine.) Only the hold limit splits one (producer.take), which
+    // copies.
     const rows = q.to - q.from;
     if (size(slot) > 0 && size(slot) + rows > this.cfg.max_batch_rows) this.flush(slot);
     if (size(slot) === 0) slot.oldestAt = this.clock();

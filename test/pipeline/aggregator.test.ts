@@ -146,7 +146,7 @@ describe('Aggregator', () => {
       assert.equal(where.size, 1, `request ${i} is in one file`);
     }
     const big = new Set(Array.from({ length: 2500 }, (_, k) => fileOf.get(BigInt(10_000 + k))));
-    assert.equal(big.size, 1, 'a request of more than max_batch_rows rows is a batch of its own');
+    assert.equal(big.size, 1, 'a request of more than max_batch_rows rows is not split');
     const sorted = (xs: unknown[]) => [...xs].sort((a, b) => Number((a as bigint) - (b as bigint)));
     const expected = [
       ...Array.from({ length: 30 }, (_, i) => logRows(86, i * 100)).flat(),
