@@ -18,9 +18,10 @@
 // Segments are written ahead and reused. A sync that extends a file must also commit the file
 // system's journal, and on ext4 that commit waits for whatever else is being written (the Parquet
 // files): that made the log's sync tail. So once a segment is half full under load, the next one
-// is prepared: zeros written to its full size and synced (`spare-<n>.wal-spare`). A segment whose rows
-// are all committed becomes a spare again instead of being deleted. Writing into a spare changes
-// no metadata, and its sync waits for its own data only. A spare's old records cannot be taken for
+// is prepared: zeros written to its full size and synced (`spare-<n>.wal-spare`), a chunk at a
+// time, as the log's syncs still wait behind what the disk is flushing. A segment whose rows are
+// all committed becomes a spare again instead of being deleted. Writing into a spare changes no
+// metadata, and its sync waits for no journal commit. A spare's old records cannot be taken for
 // new ones: since `OTLKWAL2` a record's CRC starts from the epoch and the segment's ordinal, which
 // never repeat, and replay also wants each record to continue the sequence numbers.
 
@@ -94,6 +95,7 @@ const POOL_AFTER_SLOW_WRITE_MS = 10_000;
 const SPARE_NAME = /^spare-\d+\.wal-spare$/;
 /** Spares kept at most: enough for the segments a busy log goes through before they are committed. */
 const MAX_SPARES = 2;
+/** A spare's zeros are written, and synced, this many bytes at a time. */
 const ZERO_CHUNK = 1024 * 1024;
 const DAMAGED_DIR = 'damaged';
 /** O_DSYNC where the platform has it (Windows has not). */
@@ -602,9 +604,13 @@ export class WriteAheadLog {
       const fh = await open(path, 'wx');
       try {
         const zeros = Buffer.alloc(ZERO_CHUNK);
-        for (let at = 0; at < this.segmentBytes; at += ZERO_CHUNK)
+        // Synced a chunk at a time: the log's own synced writes wait behind what the disk is
+        // flushing. One sync of a whole 64 MiB spare held one for 80-120 ms on a slow disk (on the
+        // event loop, which then moved the writes to the pool: see writeAt); so, at most 8-14 ms.
+        for (let at = 0; at < this.segmentBytes; at += ZERO_CHUNK) {
           await fh.write(zeros, 0, Math.min(ZERO_CHUNK, this.segmentBytes - at), at);
-        await fh.datasync();
+          await fh.datasync();
+        }
       } finally {
         await fh.close();
       }

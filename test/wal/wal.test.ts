@@ -236,6 +236,52 @@ describe('WriteAheadLog', () => {
     assert.deepEqual(await readdir(dir), [], 'a clean close leaves no segment and no spare');
   });
 
+  it("syncs a spare's zeros a chunk at a time, so that the log's own syncs never wait for the whole file", async () => {
+    // Bytes written through each file handle since its last fdatasync, the most seen at once.
+    const probe = await open(join(root, 'probe-spare'), 'w');
+    const proto = Object.getPrototypeOf(probe) as {
+      write: (...a: unknown[]) => Promise<unknown>;
+      datasync: () => Promise<void>;
+    };
+    await probe.close();
+    const { write, datasync } = proto;
+    const unsynced = new Map<unknown, number>();
+    let most = 0;
+    let written = 0;
+    proto.write = function (this: unknown, ...args: unknown[]) {
+      const bytes = typeof args[2] === 'number' ? args[2] : 0;
+      const n = (unsynced.get(this) ?? 0) + bytes;
+      unsynced.set(this, n);
+      most = Math.max(most, n);
+      written += bytes;
+      return write.apply(this, args);
+    };
+    proto.datasync = function (this: unknown) {
+      unsynced.set(this, 0);
+      return datasync.call(this);
+    };
+    const dir = join(root, 'spare-steps');
+    const segmentBytes = 4 * 1024 * 1024;
+    try {
+      const { wal } = await WriteAheadLog.open(dir, { segmentBytes });
+      await replayAll(wal);
+      // Past half of the segment a spare is prepared; wait for it before the segment fills.
+      for (let i = 0; wal.stats().bytes <= segmentBytes / 2; i++)
+        await wal.append([entry(2000, i * 2000)], () => {});
+      for (let waited = 0; wal.stats().spare_segments === 0; waited += 10) {
+        assert.ok(waited < 30_000, 'a spare is prepared once the segment is half full');
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      await wal.close();
+    } finally {
+      proto.write = write;
+      proto.datasync = datasync;
+    }
+    assert.ok(written >= segmentBytes, `${written} bytes of zeros written`);
+    // The chunk (1 MiB): one sync of the whole spare left all 4 MiB to flush at once.
+    assert.ok(most <= 1024 * 1024, `at most ${most} bytes of a spare unsynced at once`);
+  });
+
   it('syncs each write: by O_DSYNC, or by fdatasync after it where that is asked for', async () => {
     // Counts fdatasync calls on any file handle while `run` runs.
     const probe = await open(join(root, 'probe'), 'w');
