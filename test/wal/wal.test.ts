@@ -236,7 +236,7 @@ describe('WriteAheadLog', () => {
     assert.deepEqual(await readdir(dir), [], 'a clean close leaves no segment and no spare');
   });
 
-  it("syncs a spare's zeros a chunk at a time, so that the log's own syncs never wait for the whole file", async () => {
+  it("syncs a spare a chunk at a time: never more than a chunk of it for the log's own syncs to wait behind", async () => {
     // Bytes written through each file handle since its last fdatasync, the most seen at once.
     const probe = await open(join(root, 'probe-spare'), 'w');
     const proto = Object.getPrototypeOf(probe) as {
