@@ -3,9 +3,9 @@
 // it reaches `max_batch_rows` (before a request's rows that would take it past that: a request
 // is split, and copied, only where the hold limit falls), when its oldest row is `max_age_s`
 // old, or, once the queue is drained, when it has at least `min_batch_rows` and its table has no
-// write in flight; under light load small batches wait at most `max_age_s` for company. Cut batches wait for their
-// table's next file (FILE_ROWS rows, or half of `max_age_s`) and are written together, so under
-// load files follow the rate rows arrive at, not the batch size.
+// write in flight; under light load small batches wait at most `max_age_s` for company. Cut
+// batches wait for their table's next file (FILE_ROWS rows, or half of `max_age_s`) and are
+// written together, so under load files follow the rate rows arrive at, not the batch size.
 // Files are written in parallel, but a (table, day) commits its batches strictly in the order
 // they were cut, each commit recording the write-ahead log position it covers: a batch whose write
 // or commit fails is retried with backoff until it lands, holding back the ones after it. Rows
@@ -146,9 +146,10 @@ const DRAIN_CHUNK = 2048;
 const PARALLEL_WRITES = 2;
 /**
  * Under load a (table, day) starts its next file once FILE_ROWS rows wait for it, or half of
- * max_age_s after its last file started, whichever comes first: the batches cut meanwhile
- * (up to max_batch_rows each, or one request) join into one file and one commit, so files follow the rate at which rows
- * arrive, not the batch size, and each file's fixed cost (~15 ms of CPU) is spread over many rows.
+ * max_age_s after its last file started, whichever comes first: the batches cut meanwhile (up
+ * to max_batch_rows each, or one request) join into one file and one commit, so files follow the
+ * rate at which rows arrive, not the batch size, and each file's fixed cost (~15 ms of CPU) is
+ * spread over many rows.
  * With a file every 100 ms instead, metrics at the default options (two tables) were written as
  * files of ~3,300 rows, twice as many, and peaked ~15 MiB higher (docs/benchmarks.md).
  * Half of max_age_s keeps the bound on a row's wait while a write lane is free: the file before

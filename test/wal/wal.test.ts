@@ -33,6 +33,17 @@ function times(e: { batch: WalEntry['batch'] }): bigint[] {
   return [...col.values];
 }
 
+/** The prototype every FileHandle shares, whose methods a test may wrap to watch the log's I/O. */
+async function fileHandlePrototype(): Promise<{
+  write: (...a: unknown[]) => Promise<unknown>;
+  datasync: () => Promise<void>;
+}> {
+  const probe = await open(join(tmpdir(), `otelake-probe-${process.pid}`), 'w');
+  await probe.close();
+  await rm(join(tmpdir(), `otelake-probe-${process.pid}`), { force: true });
+  return Object.getPrototypeOf(probe);
+}
+
 async function replayAll(wal: WriteAheadLog): Promise<LoggedEntry[]> {
   const out: LoggedEntry[] = [];
   for await (const e of wal.replay()) out.push(e);
@@ -238,12 +249,7 @@ describe('WriteAheadLog', () => {
 
   it("syncs a spare a chunk at a time: never more than a chunk of it for the log's own syncs to wait behind", async () => {
     // Bytes written through each file handle since its last fdatasync, the most seen at once.
-    const probe = await open(join(root, 'probe-spare'), 'w');
-    const proto = Object.getPrototypeOf(probe) as {
-      write: (...a: unknown[]) => Promise<unknown>;
-      datasync: () => Promise<void>;
-    };
-    await probe.close();
+    const proto = await fileHandlePrototype();
     const { write, datasync } = proto;
     const unsynced = new Map<unknown, number>();
     let most = 0;
@@ -284,9 +290,7 @@ describe('WriteAheadLog', () => {
 
   it('syncs each write: by O_DSYNC, or by fdatasync after it where that is asked for', async () => {
     // Counts fdatasync calls on any file handle while `run` runs.
-    const probe = await open(join(root, 'probe'), 'w');
-    const proto = Object.getPrototypeOf(probe) as { datasync: () => Promise<void> };
-    await probe.close();
+    const proto = await fileHandlePrototype();
     const datasyncs = async (run: () => Promise<void>): Promise<number> => {
       const original = proto.datasync;
       let n = 0;
