@@ -21,7 +21,11 @@
 //          [--scenarios spans-json,spans-proto,logs-json,logs-proto,metrics-json,metrics-proto]
 //          [--gzip off,on] [--items 100]
 //          [--max-batch-rows 20000] [--min-batch-rows MAX] [--decode-workers N] [--no-half]
+//          [--half-rate ITEMS_PER_S]
 //          [--durability wal,memory] [--options default,tuned] [--rounds 1]
+//
+// `--half-rate N` runs the open-loop phase at N items/s instead of half the measured rate: to
+// compare two builds' latency at the same load when their full-load throughput differs.
 //
 // `--items N` sends requests of N items (100 by default; the Collector's batch processor sends up
 // to 8,192, an SDK's batch processor up to 512).
@@ -358,6 +362,7 @@ async function main(): Promise<void> {
       'decode-workers': { type: 'string' },
       items: { type: 'string', default: String(ITEMS_PER_REQUEST) },
       'no-half': { type: 'boolean', default: false },
+      'half-rate': { type: 'string' },
       durability: { type: 'string', default: 'wal' },
       options: { type: 'string', default: 'default,tuned' },
       rounds: { type: 'string', default: '1' },
@@ -441,7 +446,10 @@ async function main(): Promise<void> {
         // Let the backlog of the full-load phase drain first.
         const acceptedSoFar = (warm.statuses[200] ?? 0) + accepted;
         await waitDrained(server.url, acceptedSoFar * rowsPerRequest, 30_000);
-        const rps = Math.max(1, committedRows / rowsPerRequest / 2);
+        const halfRate = values['half-rate'];
+        const rps = halfRate
+          ? Number(halfRate) / itemsPerRequest
+          : Math.max(1, committedRows / rowsPerRequest / 2);
         half = await openLoop(server.url, bodies, connections, seconds * 1000, path, rps);
         half.latencies.sort((a, b) => a - b);
       }
