@@ -2,7 +2,8 @@
 // disk; one synced write (O_DSYNC) serves every request that arrived while the previous one ran
 // (group commit). With O_DSYNC the event loop makes that write itself, at the end of the loop's
 // turn, so that it holds every record decoded in that turn: handing it to libuv's threads cost two
-// thread wake-ups per write, and on busy cores each could wait a time slice (see writeAt).
+// thread wake-ups per write, and on busy cores each could wait a time slice (see writeAt). While
+// the loop is saturated, or after a slow write, libuv's pool makes it instead (write-path.ts).
 // Each row gets a sequence number; the Delta commit that stores rows records, in a `txn` action,
 // the sequence number it covers up to, so that replay after a crash writes every row exactly once
 // (see replay.ts). A segment file is deleted once every row in it is committed (or given up).
@@ -33,6 +34,7 @@ import { crc32 } from 'node:zlib';
 import type { PackedBatch } from '../delta/batch.ts';
 import { TABLE_NAMES, type TableName } from '../schema/tables.ts';
 import { diskFullNote, fsyncPath } from '../storage/files.ts';
+import { WritePath } from './write-path.ts';
 
 export interface WalEntry {
   table: TableName;
@@ -57,7 +59,7 @@ export interface WalOptions {
   dsync?: boolean;
   /**
    * With O_DSYNC the event loop writes the log itself (see writeAt); a write that takes longer than
-   * this (a slow or stalled disk) hands the next ones to libuv's pool for POOL_AFTER_SLOW_WRITE_MS,
+   * this (a slow or stalled disk) hands the next ones to libuv's pool for a while (write-path.ts),
    * so that the loop keeps serving other requests while the disk is slow. Default 50 ms.
    */
   eventLoopWriteMaxMs?: number;
@@ -71,6 +73,8 @@ export interface WalStats {
   /** Rows in the log not yet committed to their tables (or given up). */
   pending_rows: number;
   groups_written: number;
+  /** Where the synced writes run now: the event loop, or libuv's pool (write-path.ts). */
+  write_path: 'event_loop' | 'pool';
   last_error: { at: string; message: string } | null;
 }
 
@@ -89,8 +93,6 @@ const SEGMENT_NAME = /^(\d{12})\.wal$/;
  * loop's synced writes took 0.17 ms at the median, 1.5-2.7 ms at p99, 14-18 ms at most.
  */
 const DEFAULT_EVENT_LOOP_WRITE_MAX_MS = 50;
-/** How long the log writes through libuv's pool after a write on the event loop was slow. */
-const POOL_AFTER_SLOW_WRITE_MS = 10_000;
 /** A prepared or reused segment file waiting to become the next segment. */
 const SPARE_NAME = /^spare-\d+\.wal-spare$/;
 /** Spares kept at most: enough for the segments a busy log goes through before they are committed. */
@@ -257,9 +259,8 @@ export class WriteAheadLog {
   private readonly segmentBytes: number;
   /** Segments are opened with O_DSYNC (else each write is followed by fdatasync). */
   private readonly dsync: boolean;
-  private readonly eventLoopWriteMaxMs: number;
-  /** Until then (performance.now()) writes go through libuv's pool: a recent one was slow. */
-  private poolUntil = 0;
+  /** Where each synced write runs (with O_DSYNC): the event loop or libuv's pool. */
+  private readonly writePath: WritePath;
   /** Oldest first; the last one may be the active one. */
   private readonly segments: Segment[] = [];
   private active: { segment: Segment; fh: FileHandle } | null = null;
@@ -299,7 +300,9 @@ export class WriteAheadLog {
     this.appId = `otelake-wal-${epoch}`;
     this.segmentBytes = opts.segmentBytes ?? DEFAULT_SEGMENT_BYTES;
     this.dsync = (opts.dsync ?? true) && O_DSYNC !== undefined;
-    this.eventLoopWriteMaxMs = opts.eventLoopWriteMaxMs ?? DEFAULT_EVENT_LOOP_WRITE_MAX_MS;
+    this.writePath = new WritePath({
+      slowWriteMs: opts.eventLoopWriteMaxMs ?? DEFAULT_EVENT_LOOP_WRITE_MAX_MS,
+    });
     this.found = found;
     this.unreplayed = new Set(found.map((f) => f.segment));
     this.segments.push(...found.map((f) => f.segment));
@@ -506,20 +509,22 @@ export class WriteAheadLog {
    * larger writes). Through libuv's threads, a write was two thread wake-ups, and beside two decode
    * workers and the Parquet worker on two busy cores each could wait a time slice: interleaved
    * runs (bench/server-load.ts, default options) gave half-load p99 of 5.9-8.8 against 8.1-10.2 ms
-   * for logs over protobuf, with less CPU per item (docs/benchmarks.md). After a write slower
-   * than `eventLoopWriteMaxMs` the pool takes the writes again for a while: a stalled disk must
-   * not stop the loop from reading requests and answering /healthz.
+   * for logs over protobuf, with less CPU per item (docs/benchmarks.md). The pool takes the
+   * writes while the loop is saturated, and for a while after a write slower than
+   * `eventLoopWriteMaxMs` (write-path.ts).
    */
   private writeAt(fh: FileHandle, buffers: Uint8Array[], position: number): number | Promise<number> {
-    if (this.dsync && performance.now() >= this.poolUntil) {
-      const start = performance.now();
+    const start = performance.now();
+    if (this.dsync && this.writePath.onLoop()) {
       const bytes = writevSync(fh.fd, buffers, position);
-      const end = performance.now();
-      if (end - start > this.eventLoopWriteMaxMs) this.poolUntil = end + POOL_AFTER_SLOW_WRITE_MS;
+      this.writePath.loopWrote(performance.now() - start);
       return bytes;
     }
     // On the pool the segment's O_DSYNC (when set) still makes the write return once durable.
-    return fh.writev(buffers, position).then((r) => r.bytesWritten);
+    return fh.writev(buffers, position).then((r) => {
+      this.writePath.poolWrote(performance.now() - start);
+      return r.bytesWritten;
+    });
   }
 
   /** After a write to the active segment: its data is on disk once this resolves. */
@@ -741,6 +746,7 @@ export class WriteAheadLog {
       spare_segments: this.spares.length,
       pending_rows: this.pendingRows,
       groups_written: this.groupsWritten,
+      write_path: this.dsync ? this.writePath.current : 'pool',
       last_error: this.lastError,
     };
   }

@@ -8,6 +8,7 @@ import { crc32 } from 'node:zlib';
 import { BatchBuilder, packBatch, unpackBatch } from '../../src/delta/batch.ts';
 import { SCHEMAS, type TableName } from '../../src/schema/tables.ts';
 import { type LoggedEntry, type WalEntry, WriteAheadLog } from '../../src/wal/wal.ts';
+import { WINDOW_MS } from '../../src/wal/write-path.ts';
 
 const names = SCHEMAS.logs.columns.map((c) => c.name);
 
@@ -42,6 +43,18 @@ async function fileHandlePrototype(): Promise<{
   await probe.close();
   await rm(join(tmpdir(), `otelake-probe-${process.pid}`), { force: true });
   return Object.getPrototypeOf(probe);
+}
+
+/** Counts the writes the active segment gets through libuv's pool (its FileHandle's writev). */
+function countPoolWrites(wal: WriteAheadLog): { writes: number } {
+  const fh = (wal as unknown as { active: { fh: { writev: (...a: never[]) => unknown } } }).active.fh;
+  const real = fh.writev;
+  const count = { writes: 0 };
+  fh.writev = function (this: unknown, ...args: never[]) {
+    count.writes++;
+    return real.apply(this, args);
+  };
+  return count;
 }
 
 async function replayAll(wal: WriteAheadLog): Promise<LoggedEntry[]> {
@@ -331,18 +344,35 @@ describe('WriteAheadLog', () => {
       const { wal } = await WriteAheadLog.open(dir, { eventLoopWriteMaxMs: limit });
       await replayAll(wal);
       await wal.append([entry(2, 0)], () => {}); // on the event loop: the segment's first record
-      const fh = (wal as unknown as { active: { fh: { writev: (...a: never[]) => unknown } } }).active.fh;
-      const real = fh.writev;
-      let poolWrites = 0;
-      fh.writev = function (this: unknown, ...args: never[]) {
-        poolWrites++;
-        return real.apply(this, args);
-      };
+      const pool = countPoolWrites(wal);
       for (let i = 1; i <= 3; i++) await wal.append([entry(2, i * 2)], () => {});
-      assert.equal(poolWrites, slow ? 3 : 0, `writes through the pool, slow ${slow}`);
+      assert.equal(pool.writes, slow ? 3 : 0, `writes through the pool, slow ${slow}`);
+      assert.equal(wal.stats().write_path, slow ? 'pool' : 'event_loop');
       await wal.close();
       await assertReplaysRows(dir, 8);
     }
+  });
+
+  it("writes through libuv's pool while the event loop is saturated, on the loop once it is not", async () => {
+    const dir = join(root, 'saturated');
+    const { wal } = await WriteAheadLog.open(dir);
+    await replayAll(wal);
+    await wal.append([entry(2, 0)], () => {});
+    const pool = countPoolWrites(wal);
+    // The loop kept busy for a whole window, then a write: the pool makes it, and the next one.
+    const until = performance.now() + WINDOW_MS + 50;
+    while (performance.now() < until);
+    await wal.append([entry(2, 2)], () => {});
+    await wal.append([entry(2, 4)], () => {});
+    assert.equal(pool.writes, 2, 'writes through the pool after a saturated window');
+    assert.equal(wal.stats().write_path, 'pool');
+    // A window of an idle loop: back on the loop.
+    await new Promise((resolve) => setTimeout(resolve, WINDOW_MS + 50));
+    await wal.append([entry(2, 6)], () => {});
+    assert.equal(pool.writes, 2, 'no write through the pool once the loop is idle');
+    assert.equal(wal.stats().write_path, 'event_loop');
+    await wal.close();
+    await assertReplaysRows(dir, 8);
   });
 
   it('replays segments written before records were tied to their segment (OTLKWAL1)', async () => {
