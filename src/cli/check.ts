@@ -8,7 +8,7 @@ import { checkTable, type TableCheck } from '../delta/check.ts';
 import { TABLE_NAMES } from '../schema/tables.ts';
 import { InstanceLayout, isDay } from '../storage/layout.ts';
 import { CliError } from './errors.ts';
-import type { InstanceFlags } from './program.ts';
+import type { InstanceFlags } from './flags.ts';
 
 const isDirectory = (path: string) =>
   stat(path).then(

@@ -6,7 +6,7 @@ import { dirname, relative } from 'node:path';
 import { InstanceLayout } from '../storage/layout.ts';
 import { defaultOptions, loadSavedOptions, mergeOptions, saveOptions } from '../storage/options.ts';
 import { CliError } from './errors.ts';
-import type { InstanceFlags } from './program.ts';
+import type { InstanceFlags } from './flags.ts';
 
 export interface InitResult {
   layout: InstanceLayout;

@@ -3,8 +3,8 @@
 // `otelake status` does not pay for loading the storage engine.
 
 import { Command, Option } from 'commander';
-import { STORAGES, type Storage } from '../read/filters.ts';
-import { TABLE_NAMES, type TableName } from '../schema/tables.ts';
+import { STORAGES } from '../read/filters.ts';
+import { TABLE_NAMES } from '../schema/tables.ts';
 import { DEFAULT_DIR, DEFAULT_INSTANCE_ID } from '../storage/layout.ts';
 import { VERSION } from '../version.ts';
 import {
@@ -21,49 +21,8 @@ import {
   parseTimeBoundFlag,
   parseTokenName,
 } from './args.ts';
+import type { InstanceFlags, ShipFlags, StartFlags, StatusFlags, StopFlags, ViewFlags } from './flags.ts';
 import type { TokenCreateFlags } from './token.ts';
-
-export interface InstanceFlags {
-  instanceId: string;
-  dir: string;
-}
-export interface StartFlags extends InstanceFlags {
-  /** Absent: the instance's saved server_config.host (0.0.0.0 by default). */
-  host?: string;
-  /** Absent: the instance's saved server_config.port (4318 by default). */
-  port?: number;
-  reload: boolean;
-  foreground: boolean;
-  /** false when a --reload supervisor owns the pidfile for its server child (hidden flag). */
-  pidfile: boolean;
-}
-/** Start flags with the bind address settled (src/cli/start.ts). */
-export type BoundStartFlags = StartFlags & { host: string; port: number };
-export interface StopFlags extends InstanceFlags {
-  force: boolean;
-}
-export interface StatusFlags extends InstanceFlags {
-  /** Neither given: the instance's recorded server. Else one not given: the instance's server_config. */
-  host?: string;
-  port?: number;
-  timeout: number;
-}
-export interface ShipFlags extends InstanceFlags {
-  day?: string;
-  all: boolean;
-}
-export interface ViewFlags extends InstanceFlags {
-  storage: Storage;
-  rows: number;
-  /** commander's choices() allows only table names. */
-  table?: TableName;
-  select?: string[];
-  dateFrom?: string;
-  dateTo?: string;
-  since?: string;
-  until?: string;
-  follow: boolean;
-}
 
 function instanceOptions(cmd: Command, what: string): Command {
   return cmd

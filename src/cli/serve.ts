@@ -6,7 +6,7 @@ import { resolve } from 'node:path';
 import type { InstanceLayout } from '../storage/layout.ts';
 import { bindError } from './bind.ts';
 import { CliError } from './errors.ts';
-import type { BoundStartFlags } from './program.ts';
+import type { BoundStartFlags } from './flags.ts';
 
 const STOP_SIGNALS: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
 

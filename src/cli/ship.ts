@@ -8,8 +8,8 @@ import { TABLE_NAMES } from '../schema/tables.ts';
 import type { ShipProgress, ShipSummary } from '../shipping/shipper.ts';
 import { InstanceLayout } from '../storage/layout.ts';
 import { CliError, UsageError } from './errors.ts';
+import type { ShipFlags } from './flags.ts';
 import { processAlive, readPid } from './pidfile.ts';
-import type { ShipFlags } from './program.ts';
 import { bytes, grid, outputWidth } from './render.ts';
 
 /** Progress as plain lines: each step, and the upload every tenth of its bytes. */

@@ -14,9 +14,9 @@ import { withServerEnv, withServerFlags } from '../server/node-flags.ts';
 import { InstanceLayout } from '../storage/layout.ts';
 import { bindError } from './bind.ts';
 import { CliError, UsageError } from './errors.ts';
+import type { BoundStartFlags, StartFlags } from './flags.ts';
 import { baseUrl, getJson, reachableHost } from './http.ts';
 import { claimPidFile, processAlive, readPid, removePidFile, removePidFileSync } from './pidfile.ts';
-import type { BoundStartFlags, StartFlags } from './program.ts';
 import { removeServerAddress, savedServerConfig, writeServerAddress } from './server-address.ts';
 
 /** The launcher, at the same place relative to src/cli and dist/cli. */

@@ -5,8 +5,8 @@
 import { TABLE_NAMES } from '../schema/tables.ts';
 import { InstanceLayout } from '../storage/layout.ts';
 import { CliError } from './errors.ts';
+import type { StatusFlags } from './flags.ts';
 import { baseUrl, getJson, reachableHost } from './http.ts';
-import type { StatusFlags } from './program.ts';
 import { bytes, grid, outputWidth, panel } from './render.ts';
 import { liveServerAddress, savedServerConfig } from './server-address.ts';
 

@@ -6,8 +6,8 @@ import { constants } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { InstanceLayout } from '../storage/layout.ts';
 import { CliError } from './errors.ts';
+import type { StopFlags } from './flags.ts';
 import { processAlive, readPid, removePidFile } from './pidfile.ts';
-import type { StopFlags } from './program.ts';
 import { readServerAddress, removeServerAddress } from './server-address.ts';
 
 /** Seconds a graceful stop may take (flushing pending batches); OTELAKE_STOP_GRACE_S overrides. */

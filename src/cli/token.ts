@@ -5,7 +5,7 @@ import { relative } from 'node:path';
 import { InstanceLayout } from '../storage/layout.ts';
 import { createToken, readTokens, revokeToken, type TokenScope } from '../storage/tokens.ts';
 import { CliError } from './errors.ts';
-import type { InstanceFlags } from './program.ts';
+import type { InstanceFlags } from './flags.ts';
 import { grid } from './render.ts';
 
 export interface TokenCreateFlags extends InstanceFlags {

@@ -8,7 +8,7 @@ import type { JsonValue, ReadQuery } from '../read/index.ts';
 import { type ColumnType, SCHEMAS, TABLE_NAMES, type TableName } from '../schema/tables.ts';
 import { InstanceLayout } from '../storage/layout.ts';
 import { CliError, UsageError } from './errors.ts';
-import type { ViewFlags } from './program.ts';
+import type { ViewFlags } from './flags.ts';
 import { fitColumns, grid, oneLine, outputWidth, panel, truncate } from './render.ts';
 
 /**
