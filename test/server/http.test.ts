@@ -738,6 +738,7 @@ describe('/healthz, /api parameters and the OpenAPI document', () => {
     assert.equal(body.producer.accepted, count);
     assert.equal(body.producer.queue_capacity, 2048);
     assert.ok(body.aggregator.rows_written >= count);
+    assert.ok(['event_loop', 'pool'].includes(body.wal.write_path), `wal.write_path ${body.wal.write_path}`);
     assert.equal(typeof body.shipper.enabled, 'boolean');
   });
 
