@@ -2,9 +2,10 @@
 // lower tail at moderate load) or on libuv's pool (the loop keeps reading requests while the disk
 // works). The loop is the default. The pool takes the writes while the loop is saturated: on a disk
 // whose synced write takes a millisecond or two, a loop that waits for every write spends half of
-// full load blocked, and the pool gave 2-27% more items/s there (docs/benchmarks.md). It also takes
-// them for a while after one write on the loop was slow, as a stalled disk must not stop the loop
-// from reading requests and answering /healthz.
+// full load blocked, and with this choice the server took more items/s in 24 of 27 interleaved runs
+// there (median 1.13x; docs/benchmarks.md). The pool also takes them for a while after one write on
+// the loop was slow, as a stalled disk must not stop the loop from reading requests and answering
+// /healthz.
 
 import { type EventLoopUtilization, performance } from 'node:perf_hooks';
 
@@ -12,8 +13,8 @@ import { type EventLoopUtilization, performance } from 'node:perf_hooks';
 export const WINDOW_MS = 1000;
 /**
  * The loop counts as saturated when it was busy this fraction of a window, counting the writes
- * made on the pool as if it had made them. Loop busy 0.93-1.00 per half second at full load here
- * with its writes (0.36-0.54 of the time in them), 0.47-0.67 at half load.
+ * made on the pool as if it had made them. On a slow disk the loop was busy 0.93-1.00 per half
+ * second at full load with its writes (0.36-0.54 of the time in them), 0.50-0.86 at half load.
  */
 export const SATURATED = 0.9;
 /** How long the pool takes the writes after a slow one on the loop. */
