@@ -359,20 +359,25 @@ describe('WriteAheadLog', () => {
     await replayAll(wal);
     await wal.append([entry(2, 0)], () => {});
     const pool = countPoolWrites(wal);
-    // The loop kept busy for a whole window, then a write: the pool makes it, and the next one.
+    const idleWindow = () => new Promise((resolve) => setTimeout(resolve, WINDOW_MS + 50));
+    // A window of an idle loop: the write stays on the loop, and a new window starts with it.
+    await idleWindow();
+    await wal.append([entry(2, 2)], () => {});
+    assert.equal(pool.writes, 0, 'no write through the pool after an idle window');
+    // The loop kept busy for the whole next window, then a write: the pool makes it, and the next one.
     const until = performance.now() + WINDOW_MS + 50;
     while (performance.now() < until);
-    await wal.append([entry(2, 2)], () => {});
     await wal.append([entry(2, 4)], () => {});
+    await wal.append([entry(2, 6)], () => {});
     assert.equal(pool.writes, 2, 'writes through the pool after a saturated window');
     assert.equal(wal.stats().write_path, 'pool');
-    // A window of an idle loop: back on the loop.
-    await new Promise((resolve) => setTimeout(resolve, WINDOW_MS + 50));
-    await wal.append([entry(2, 6)], () => {});
+    // Another idle window: back on the loop.
+    await idleWindow();
+    await wal.append([entry(2, 8)], () => {});
     assert.equal(pool.writes, 2, 'no write through the pool once the loop is idle');
     assert.equal(wal.stats().write_path, 'event_loop');
     await wal.close();
-    await assertReplaysRows(dir, 8);
+    await assertReplaysRows(dir, 10);
   });
 
   it('replays segments written before records were tied to their segment (OTLKWAL1)', async () => {
