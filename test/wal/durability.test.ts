@@ -66,6 +66,10 @@ async function storedTimes(logger: Logger): Promise<number[]> {
 
 const range = (n: number, from = 0) => Array.from({ length: n }, (_, i) => from + i);
 
+/** Opens the logger of instance `instanceId` under the test's folder, without signal handlers. */
+const openLogger = (instanceId: string, options?: PartialOptions) =>
+  Logger.open({ instanceDir: dir, instanceId, handleSignals: false, ...(options ? { options } : {}) });
+
 /** Options under which nothing is written to the tables for a minute (rows wait in memory). */
 const HOLD: PartialOptions = {
   aggregator_config: { max_age_s: 60, min_batch_rows: 100_000, max_batch_rows: 100_000 },
@@ -73,19 +77,14 @@ const HOLD: PartialOptions = {
 
 describe('durability "wal"', () => {
   it('rows acknowledged by ingestLog survive a crash and are written once after the restart', async () => {
-    const logger = await Logger.open({
-      instanceDir: dir,
-      instanceId: 'crash',
-      handleSignals: false,
-      options: HOLD,
-    });
+    const logger = await openLogger('crash', HOLD);
     const results = await Promise.all(range(300).map((i) => logger.ingestLog(logRow(i))));
     assert.ok(results.every(([ok]) => ok));
     // The process dies now: nothing is in the tables, every row is in the log.
     await cp(join(dir, 'crash'), join(dir, 'crashed'), { recursive: true });
     await logger.stop({ flush: 'none' });
     assert.ok((await readdir(join(dir, 'crashed', 'wal'))).some((n) => n.endsWith('.wal')));
-    const restarted = await Logger.open({ instanceDir: dir, instanceId: 'crashed', handleSignals: false });
+    const restarted = await openLogger('crashed');
     await restarted.stop();
     assert.deepEqual(await storedTimes(restarted), range(300));
     assert.deepEqual(
@@ -94,18 +93,13 @@ describe('durability "wal"', () => {
       'committed: the log is empty',
     );
     // A second restart finds nothing left to replay.
-    const again = await Logger.open({ instanceDir: dir, instanceId: 'crashed', handleSignals: false });
+    const again = await openLogger('crashed');
     await again.stop();
     assert.deepEqual(await storedTimes(again), range(300));
   });
 
   it("rows acknowledged while the log writes through libuv's pool (a saturated loop) survive a crash", async () => {
-    const logger = await Logger.open({
-      instanceDir: dir,
-      instanceId: 'crash-pool',
-      handleSignals: false,
-      options: HOLD,
-    });
+    const logger = await openLogger('crash-pool', HOLD);
     // An idle window and a write start a fresh window; a loop kept busy through it sends the next
     // writes to the pool (src/wal/write-path.ts).
     await new Promise((resolve) => setTimeout(resolve, WINDOW_MS + 50));
@@ -117,11 +111,7 @@ describe('durability "wal"', () => {
     assert.equal(logger.stats().wal?.write_path, 'pool');
     await cp(join(dir, 'crash-pool'), join(dir, 'crashed-pool'), { recursive: true });
     await logger.stop({ flush: 'none' });
-    const restarted = await Logger.open({
-      instanceDir: dir,
-      instanceId: 'crashed-pool',
-      handleSignals: false,
-    });
+    const restarted = await openLogger('crashed-pool');
     await restarted.stop();
     assert.deepEqual(await storedTimes(restarted), range(300));
   });
@@ -142,7 +132,7 @@ describe('durability "wal"', () => {
     );
     await table.append(logBatch(15, 0), { txn: { appId: wal.appId, version: 15 } });
     await table.close();
-    const logger = await Logger.open({ instanceDir: dir, instanceId: 'partial', handleSignals: false });
+    const logger = await openLogger('partial');
     await logger.stop();
     assert.deepEqual(await storedTimes(logger), range(30), 'rows 15-29 replayed, none twice');
     const after = await DeltaTable.open(join(root, 'staging', 'days', today(), 'otel', 'logs'));
@@ -196,17 +186,12 @@ describe('durability "wal"', () => {
   });
 
   it('stop with flush "none" keeps the queued rows in the log: the next start writes them', async () => {
-    const logger = await Logger.open({
-      instanceDir: dir,
-      instanceId: 'none',
-      handleSignals: false,
-      options: HOLD,
-    });
+    const logger = await openLogger('none', HOLD);
     await Promise.all(range(50).map((i) => logger.ingestLog(logRow(i))));
     await logger.stop({ flush: 'none' });
     assert.deepEqual(await storedTimes(logger), []);
     assert.equal(logger.stats().producer.dropped['stopped_unflushed'], undefined, 'nothing dropped');
-    const next = await Logger.open({ instanceDir: dir, instanceId: 'none', handleSignals: false });
+    const next = await openLogger('none');
     await next.stop();
     assert.deepEqual(await storedTimes(next), range(50));
   });
@@ -219,12 +204,7 @@ describe('OTELAKE_WAL_SEGMENT_BYTES', () => {
 
   it('sets the size of a log segment; a value that is not a size is reported and ignored', async () => {
     process.env['OTELAKE_WAL_SEGMENT_BYTES'] = '8192';
-    const small = await Logger.open({
-      instanceDir: dir,
-      instanceId: 'seg',
-      handleSignals: false,
-      options: HOLD,
-    });
+    const small = await openLogger('seg', HOLD);
     // One at a time: a group of appends is written to one segment.
     for (const i of range(300)) await small.ingestLog(logRow(i));
     assert.ok(small.stats().wal!.segments > 2, `${small.stats().wal!.segments} segments`);
@@ -251,18 +231,14 @@ describe('OTELAKE_WAL_SEGMENT_BYTES', () => {
 describe('durability "memory"', () => {
   it('keeps no log, and loses what is queued on a crash (the documented window)', async () => {
     const options: PartialOptions = { ...HOLD, durability: 'memory' };
-    const logger = await Logger.open({ instanceDir: dir, instanceId: 'mem', handleSignals: false, options });
+    const logger = await openLogger('mem', options);
     await Promise.all(range(20).map((i) => logger.ingestLog(logRow(i))));
     assert.equal(existsSync(join(dir, 'mem', 'wal')), false);
     assert.equal(logger.stats().wal, null);
     await cp(join(dir, 'mem'), join(dir, 'mem-crashed'), { recursive: true });
     await logger.stop();
     assert.deepEqual(await storedTimes(logger), range(20), 'a clean stop writes them');
-    const restarted = await Logger.open({
-      instanceDir: dir,
-      instanceId: 'mem-crashed',
-      handleSignals: false,
-    });
+    const restarted = await openLogger('mem-crashed');
     await restarted.stop();
     assert.deepEqual(await storedTimes(restarted), [], 'the crash lost the queued rows');
   });
