@@ -374,6 +374,8 @@ async function main(): Promise<void> {
   const warmup = Number(values.warmup);
   const connections = Number(values.connections);
   const items = Number(values.items);
+  const halfRate = values['half-rate'] === undefined ? null : Number(values['half-rate']);
+  if (halfRate !== null && !(halfRate > 0)) throw new Error('--half-rate: items per second, above 0');
   const maxBatchRows = Number(values['max-batch-rows']);
   const workers: PartialOptions =
     values['decode-workers'] === undefined
@@ -446,10 +448,7 @@ async function main(): Promise<void> {
         // Let the backlog of the full-load phase drain first.
         const acceptedSoFar = (warm.statuses[200] ?? 0) + accepted;
         await waitDrained(server.url, acceptedSoFar * rowsPerRequest, 30_000);
-        const halfRate = values['half-rate'];
-        const rps = halfRate
-          ? Number(halfRate) / itemsPerRequest
-          : Math.max(1, committedRows / rowsPerRequest / 2);
+        const rps = halfRate ? halfRate / itemsPerRequest : Math.max(1, committedRows / rowsPerRequest / 2);
         half = await openLoop(server.url, bodies, connections, seconds * 1000, path, rps);
         half.latencies.sort((a, b) => a - b);
       }
