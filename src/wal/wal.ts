@@ -611,7 +611,7 @@ export class WriteAheadLog {
         const zeros = Buffer.alloc(ZERO_CHUNK);
         // Synced a chunk at a time: the log's own synced writes wait behind what the disk is
         // flushing. One sync of a whole 64 MiB spare held one for 80-120 ms on a slow disk (on the
-        // event loop, which then moved the writes to the pool: see writeAt); so, at most 8-14 ms.
+        // event loop, which then moved the writes to the pool: write-path.ts); so, at most 8-14 ms.
         for (let at = 0; at < this.segmentBytes; at += ZERO_CHUNK) {
           await fh.write(zeros, 0, Math.min(ZERO_CHUNK, this.segmentBytes - at), at);
           await fh.datasync();

@@ -52,7 +52,7 @@ export class WritePath {
   onLoop(): boolean {
     const now = this.now();
     if (now - this.windowStart >= WINDOW_MS) this.choose(now);
-    return this.current === 'event_loop';
+    return this.loopAt(now);
   }
 
   /** A write on the loop took `ms`, ending now. */
@@ -67,7 +67,11 @@ export class WritePath {
 
   /** Where the writes run now, as the last choice left them (for the log's stats). */
   get current(): 'event_loop' | 'pool' {
-    return !this.saturated && this.now() >= this.poolUntil ? 'event_loop' : 'pool';
+    return this.loopAt(this.now()) ? 'event_loop' : 'pool';
+  }
+
+  private loopAt(now: number): boolean {
+    return !this.saturated && now >= this.poolUntil;
   }
 
   private choose(now: number): void {
