@@ -242,4 +242,9 @@ export class JsonReader implements OtlpReader {
   otherMember(): void {
     throw DECLINED;
   }
+
+  /** Not in JSON: it would scan the items twice; the walk then holds a resource's rows to its end. */
+  readAhead(): boolean {
+    return false;
+  }
 }

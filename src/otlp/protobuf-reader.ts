@@ -78,6 +78,17 @@ export class ProtobufReader implements OtlpReader {
     this.w.skip(this.wireType, this.end());
   }
 
+  readAhead(own: (field: number) => boolean, minBytes: number): boolean {
+    const pos = this.w.pos;
+    const depth = this.depth;
+    if (this.ends[depth]! - pos < minBytes) return false;
+    for (let f = this.next(); f !== END; f = this.next()) if (!own(f)) this.skip();
+    // The messages own() entered were pushed above `depth` and left again: the stack below is as it was.
+    this.w.pos = pos;
+    this.depth = depth;
+    return true;
+  }
+
   private end(): number {
     return this.ends[this.depth]!;
   }

@@ -44,6 +44,14 @@ export interface OtlpReader {
   next(): number;
   /** Skips the value of the field `next` returned. */
   skip(): void;
+  /**
+   * Reads ahead through the rest of the message entered last, if it holds at least `minBytes`:
+   * each field's id goes to `own`, which reads the value (true) or leaves it to be skipped (false);
+   * then the reader is back where it was. False, having read nothing, for a smaller message, and
+   * where reading ahead costs a second scan (JSON); in protobuf a field's length stands before it,
+   * so skipping an item is one jump.
+   */
+  readAhead(own: (field: number) => boolean, minBytes: number): boolean;
 
   // The value of the field `next` returned, as its column takes it; absent or null: the default.
   /** A string; "" (the proto3 default) is null. */

@@ -11,6 +11,7 @@ import { readFileSync } from 'node:fs';
 import { mock, test } from 'node:test';
 import { logsRequest, metricsRequest, tracesRequest } from '../../bench/otlp-payloads.ts';
 import { BatchBuilder, packBatch, unpackBatch } from '../../src/delta/batch.ts';
+import { TableRows } from '../../src/otlp/columns.ts';
 import {
   type BodyFormat,
   loadProtobuf,
@@ -21,6 +22,7 @@ import {
 } from '../../src/otlp/index.ts';
 import { AttributeLimiter, type AttributeLimits } from '../../src/otlp/limits.ts';
 import { type Mapped, mapJsonTree, mapTree } from '../../src/otlp/tree.ts';
+import { HAND_ON_ROWS, READ_AHEAD_BYTES } from '../../src/otlp/walk.ts';
 import { InvalidProjectIdError } from '../../src/schema/project.ts';
 import { type Row, SCHEMAS, type TableName } from '../../src/schema/tables.ts';
 import { RowNormalizer, type ValidationSettings } from '../../src/schema/validate.ts';
@@ -473,6 +475,74 @@ test('protobuf: oneof members and message fields given twice keep the last, as i
   assertRoutesAgree('metrics', 'protobuf', withPoint, 'a point with both members', 'reader');
   const point = mapBody('metrics', 'protobuf', withPoint).tables.metrics_points![0]!;
   assert.deepEqual([point.value_double, point.value_int], [null, 7n]);
+});
+
+test('protobuf: a large scope hands its rows on as they are made, with cells read ahead, as the tree maps them', () => {
+  // What the walk holds at each hand-on: a table's rows made and not yet handed on.
+  const held: number[] = [];
+  const flush = TableRows.prototype.flush;
+  const spy = mock.method(
+    TableRows.prototype,
+    'flush',
+    function (this: TableRows, sink: Parameters<typeof flush>[0]) {
+      if (this.n > 0) held.push(this.n);
+      flush.call(this, sink);
+    },
+  );
+  try {
+    const names = {
+      traces: ['resourceSpans', 'scopeSpans'],
+      logs: ['resourceLogs', 'scopeLogs'],
+      metrics: ['resourceMetrics', 'scopeMetrics'],
+    } as const;
+    const items = 2_000;
+    for (const signal of SIGNALS) {
+      const tree = PAYLOADS[signal](items, 9) as Record<string, Record<string, unknown>[]>;
+      // schemaUrl comes after the items on the wire, and so do the scope and resource when shuffled.
+      const resource = tree[names[signal][0]]![0]!;
+      resource['schemaUrl'] = 'https://opentelemetry.io/schemas/1.26.0';
+      (resource[names[signal][1]] as Record<string, unknown>[])[0]!['schemaUrl'] =
+        'https://example.com/lib/1.2';
+      for (const [label, body] of [
+        ['in field order', jsonToProtobuf(signal, tree, codec)],
+        ['fields shuffled', protobufForm(signal, tree, codec, 3)],
+      ] as const) {
+        assert.ok(body.length > READ_AHEAD_BYTES);
+        assertRoutesAgree(signal, 'protobuf', body, `${signal}, ${items} items, ${label}`, 'reader');
+        held.length = 0;
+        const mapped = mapBody(signal, 'protobuf', body);
+        const rows = Object.values(mapped.tables).reduce((n, t) => n + t!.length, 0);
+        assert.ok(held.length >= 3, `${signal}, ${label}: handed on in ${held.length} parts`);
+        // At most what one more item makes past the mark (a metric has five points).
+        assert.ok(
+          Math.max(...held) < HAND_ON_ROWS + 8,
+          `${signal}, ${label}: held at most ${Math.max(...held)}`,
+        );
+        assert.equal(
+          held.reduce((a, b) => a + b, 0),
+          rows,
+        );
+      }
+      // JSON reads no field twice, and a small protobuf resource is not worth reading twice: their
+      // rows wait for the resource's end, each table's in one hand-on.
+      const small = PAYLOADS[signal](HAND_ON_ROWS + 44, 9);
+      for (const [label, body] of [
+        ['JSON', Buffer.from(JSON.stringify(tree))],
+        [`protobuf of ${HAND_ON_ROWS + 44} items`, jsonToProtobuf(signal, small, codec)],
+      ] as const) {
+        held.length = 0;
+        const mapped = mapBody(signal, label === 'JSON' ? 'json' : 'protobuf', body);
+        const tables = Object.values(mapped.tables).filter((t) => t!.length > 0).length;
+        assert.equal(
+          held.length,
+          tables,
+          `${signal}, ${label}: each table's rows are held to the resource's end`,
+        );
+      }
+    }
+  } finally {
+    spy.mock.restore();
+  }
 });
 
 test('number literals of every form are read as JSON.parse reads them', () => {
