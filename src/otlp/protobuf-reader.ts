@@ -1,10 +1,11 @@
 // The reader (reader.ts) over a protobuf request body: fields are read from the wire bytes as the
 // mapper asks for them, by the numbers and types messages.ts gives, without a message tree. What
 // it reads equals what protobufjs' tree of the same bytes holds (tests hold the two equal): a
-// singular field given twice keeps its last value, a message field its last message, whole; a
-// repeated field's runs are joined; a oneof keeps its last member. A field whose wire type is
-// not its type's is skipped as unknown, as protobuf specifies. An invalid body is refused with
-// OtlpDecodeError.
+// singular field given twice keeps its last value; a repeated field's runs are joined; a oneof
+// keeps its last member. One departure: a message field given twice keeps its last message,
+// whole, where protobuf (and protobufjs) merge the two; no encoder splits a message so. A field
+// whose wire type is not its type's is skipped as unknown, as protobuf specifies. An invalid body
+// is refused with OtlpDecodeError.
 
 import type { Int64List } from './columns.ts';
 import { FIELD_NAMES, FIXED32, type MessageType, SINT32, UINT32, UINT64, UINT64S } from './messages.ts';

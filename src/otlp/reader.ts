@@ -17,7 +17,8 @@
 //     const attributes = r.attributesJson();   // after END: the message's whole list
 //   }
 //
-// A field may come more than once: the last value counts (a message field: the last one, whole).
+// A field may come more than once: the last value counts (a message field: the last one, whole,
+// where protobuf would merge the two).
 // The JSON reader throws DECLINED (json-cursor.ts) on what it leaves to the message tree (snake_case
 // keys, values of an unexpected type, a list given twice...); the protobuf reader refuses an invalid
 // body with OtlpDecodeError.

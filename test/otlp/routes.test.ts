@@ -477,6 +477,29 @@ test('protobuf: oneof members and message fields given twice keep the last, as i
   assert.deepEqual([point.value_double, point.value_int], [null, 7n]);
 });
 
+test('protobuf: a message field given twice keeps its last message whole, where protobufjs merges', () => {
+  // The one documented departure from protobufjs (protobuf-reader.ts, docs/data-model.md).
+  const ResourceLogs = codec.root.lookupType('opentelemetry.proto.logs.v1.ResourceLogs');
+  const resourceLogs = (o: Record<string, unknown>) =>
+    ResourceLogs.encode(ResourceLogs.fromObject(o)).finish();
+  const attribute = (key: string, v: string) => ({ key, value: { stringValue: v } });
+  const twice = Buffer.concat([
+    resourceLogs({
+      resource: { attributes: [attribute('service.name', 'first')] },
+      scopeLogs: [{ logRecords: [{ body: { stringValue: 'x' } }] }],
+    }),
+    resourceLogs({ resource: { attributes: [attribute('host.name', 'h')] } }),
+  ]);
+  const body = field(1, twice);
+  const Request = codec.root.lookupType('opentelemetry.proto.collector.logs.v1.ExportLogsServiceRequest');
+  const tree = Request.toObject(Request.decode(body)) as {
+    resourceLogs: { resource: { attributes: unknown[] } }[];
+  };
+  assert.equal(tree.resourceLogs[0]!.resource.attributes.length, 2, 'protobufjs merges the two Resources');
+  const row = mapBody('logs', 'protobuf', body).tables.logs![0]!;
+  assert.deepEqual([row.service_name, row.resource_attributes], [null, '{"host.name":"h"}']);
+});
+
 test('protobuf: a large scope hands its rows on as they are made, with cells read ahead, as the tree maps them', () => {
   // What the walk holds at each hand-on: a table's rows made and not yet handed on.
   const held: number[] = [];
