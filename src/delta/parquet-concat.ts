@@ -5,7 +5,9 @@
 //   each input's offsets moved by where its bytes now start.
 // - mergeRowGroups joins small row groups of files this engine wrote (parquet-writer.ts) into
 //   larger ones, a column chunk being the pages of the inputs' chunks of that column one after
-//   another: those pages stand alone (no dictionary, no page index, each starting a row).
+//   another: those pages stand alone (no page index, each starting a row). A dictionary-encoded
+//   chunk is the exception: one dictionary of the inputs' distinct values, and their index pages
+//   (a few runs each) decoded and written again with the indexes mapped into it.
 //
 // File layout read and written (Parquet format): "PAR1", the column chunks (with anything a writer
 // puts between them), the page indexes (ColumnIndex, OffsetIndex), the FileMetaData footer, its
@@ -14,7 +16,21 @@
 // left to the caller, who rewrites the files instead.
 
 import { open, unlink } from 'node:fs/promises';
-import { footerBytes, rowGroup, TYPE, WRITER_CREATED_BY } from './parquet-encoding.ts';
+import { zstdDecompressSync } from 'node:zlib';
+import {
+  Bytes,
+  DATA_PAGE,
+  DICTIONARY_PAGE,
+  ENCODING_PLAIN,
+  ENCODING_RLE_DICTIONARY,
+  footerBytes,
+  IndexRuns,
+  rowGroup,
+  TYPE,
+  WRITER_CREATED_BY,
+  writeDataPage,
+  writeDictionaryPage,
+} from './parquet-encoding.ts';
 import { ParquetFileError, readAt, readFooter } from './parquet-footer.ts';
 import {
   CC_COLUMN_INDEX_LENGTH,
@@ -44,6 +60,10 @@ import {
   FMD_VERSION,
   MAGIC,
   OI_PAGE_LOCATIONS,
+  PH_COMPRESSED_SIZE,
+  PH_DATA_HEADER,
+  PH_DICTIONARY_HEADER,
+  PH_TYPE,
   PL_OFFSET,
   RG_COLUMNS,
   RG_FILE_OFFSET,
@@ -54,6 +74,7 @@ import {
   ST_NULL_COUNT,
 } from './parquet-format.ts';
 import {
+  CompactReader,
   decodeStruct,
   encodeStruct,
   field,
@@ -256,8 +277,9 @@ export function mergeRowGroups(
   inputs: readonly string[],
   output: string,
   rowGroupSize: number,
+  zstdLevel: number,
 ): Promise<Concatenated> {
-  return notConcatenableOnBadFile(() => merge(inputs, output, rowGroupSize));
+  return notConcatenableOnBadFile(() => merge(inputs, output, rowGroupSize, zstdLevel));
 }
 
 async function notConcatenableOnBadFile(fn: () => Promise<Concatenated>): Promise<Concatenated> {
@@ -375,7 +397,109 @@ function mergedStatistics(metas: readonly TStruct[]): TStruct | null {
   return out;
 }
 
-async function merge(inputs: readonly string[], output: string, rowGroupSize: number): Promise<Concatenated> {
+/** A dictionary-encoded chunk's pages, as parquet-writer.ts writes them: the dictionary first. */
+function pagesOf(chunk: Uint8Array): { header: TStruct; body: Uint8Array }[] {
+  const pages: { header: TStruct; body: Uint8Array }[] = [];
+  for (let pos = 0; pos < chunk.length; ) {
+    const r = new CompactReader(chunk, pos);
+    const header = r.struct();
+    const size = intField(header, PH_COMPRESSED_SIZE) ?? -1;
+    if (size < 0 || r.pos + size > chunk.length) throw new NotConcatenable('page outside its chunk');
+    pages.push({ header, body: chunk.subarray(r.pos, r.pos + size) });
+    pos = r.pos + size;
+  }
+  return pages;
+}
+
+/**
+ * Dictionary-encoded chunks of one column joined into one chunk: one dictionary of their distinct
+ * values, and each data page again with its indexes mapped into it (RLE runs only, as the writer
+ * writes them; their levels as they were). Returns the new chunk's dictionary page, its data pages
+ * and their uncompressed size, headers included.
+ */
+function mergeDictionaryChunks(
+  chunks: readonly Uint8Array[],
+  zstdLevel: number,
+): { dictionary: Uint8Array; data: Uint8Array[]; uncompressed: number } {
+  const dictionary = new Bytes();
+  const known = new Map<string, number>();
+  const inputs = chunks.map((chunk) => {
+    const [first, ...data] = pagesOf(chunk);
+    const dict = first && structField(first.header, PH_DICTIONARY_HEADER);
+    if (!dict || intField(first.header, PH_TYPE) !== DICTIONARY_PAGE || intField(dict, 2) !== ENCODING_PLAIN)
+      throw new NotConcatenable('no PLAIN dictionary page first');
+    // Each of this chunk's dictionary values, as an index of the joined dictionary.
+    const values = Buffer.from(zstdDecompressSync(first.body));
+    const remap: number[] = [];
+    for (let p = 0; p < values.length; ) {
+      const n = values.readUInt32LE(p);
+      const value = values.toString('latin1', p + 4, p + 4 + n);
+      let i = known.get(value);
+      if (i === undefined) {
+        i = known.size;
+        known.set(value, i);
+        dictionary.raw(values.subarray(p, p + 4 + n));
+      }
+      remap.push(i);
+      p += 4 + n;
+    }
+    if (remap.length !== intField(dict, 1)) throw new NotConcatenable('dictionary size');
+    return { data, remap };
+  });
+
+  const written: Uint8Array[] = [];
+  const write = (b: Uint8Array) => written.push(b);
+  let uncompressed = writeDictionaryPage(dictionary.bytes(), known.size, zstdLevel, write);
+  const dictionaryPage = Buffer.concat(written.splice(0));
+  const page = new Bytes();
+  for (const { data, remap } of inputs) {
+    for (const { header, body } of data) {
+      const dataHeader = structField(header, PH_DATA_HEADER);
+      if (
+        intField(header, PH_TYPE) !== DATA_PAGE ||
+        !dataHeader ||
+        intField(dataHeader, 2) !== ENCODING_RLE_DICTIONARY
+      )
+        throw new NotConcatenable('not a page of dictionary indexes');
+      const bytes = Buffer.from(zstdDecompressSync(body));
+      const levelsEnd = 4 + bytes.readUInt32LE(0);
+      page.pos = 0;
+      page.raw(bytes.subarray(0, levelsEnd));
+      const runs = new IndexRuns(page, known.size);
+      const width = (bytes[levelsEnd]! + 7) >> 3;
+      for (let p = levelsEnd + 1; p < bytes.length; ) {
+        let head = 0;
+        for (let shift = 0; ; shift += 7) {
+          const b = bytes[p++]!;
+          head += (b & 0x7f) * 2 ** shift;
+          if (b < 0x80) break;
+        }
+        if (head % 2 === 1) throw new NotConcatenable('bit-packed indexes');
+        let index = 0;
+        for (let k = 0; k < width; k++) index += bytes[p++]! * 2 ** (8 * k);
+        const to = remap[index];
+        if (to === undefined) throw new NotConcatenable('index beyond the dictionary');
+        runs.push(to, head / 2);
+      }
+      runs.end();
+      uncompressed += writeDataPage(
+        page.bytes(),
+        intField(dataHeader, 1)!,
+        zstdLevel,
+        write,
+        ENCODING_RLE_DICTIONARY,
+      );
+    }
+  }
+  return { dictionary: dictionaryPage, data: written, uncompressed };
+}
+
+async function merge(
+  inputs: readonly string[],
+  output: string,
+  rowGroupSize: number,
+  zstdLevel: number,
+): Promise<Concatenated> {
   const files: Input[] = [];
   for (const path of inputs) {
     const f = await readInput(path, 0);
@@ -384,9 +508,7 @@ async function merge(inputs: readonly string[], output: string, rowGroupSize: nu
       throw new NotConcatenable(`written by ${createdBy || 'unknown'}`);
     for (const rg of rowGroups(f.meta)) {
       for (const cc of chunks(rg)) {
-        const m = structField(cc, CC_META)!;
-        if ((intField(m, CM_DICTIONARY_PAGE_OFFSET) ?? 0) > 0 || f.indexes.get(cc)!.some((x) => x !== null))
-          throw new NotConcatenable('dictionary page or page index');
+        if (f.indexes.get(cc)!.some((x) => x !== null)) throw new NotConcatenable('page index');
       }
     }
     files.push(f);
@@ -420,11 +542,30 @@ async function merge(inputs: readonly string[], output: string, rowGroupSize: nu
           const metas = group.map((s) => structField(chunks(s.rg)[c]!, CC_META)!);
           let values = 0;
           let chunkUncompressed = 0;
-          for (const [k, m] of metas.entries()) {
-            const at = intField(m, CM_DATA_PAGE_OFFSET)!;
-            await out.write(await readAt(handles[group[k]!.file]!, at, intField(m, CM_TOTAL_COMPRESSED)!));
-            values += intField(m, CM_NUM_VALUES)!;
-            chunkUncompressed += intField(m, CM_TOTAL_UNCOMPRESSED)!;
+          let dataStart = start;
+          const dictionaries = metas.filter((m) => (intField(m, CM_DICTIONARY_PAGE_OFFSET) ?? 0) > 0).length;
+          if (dictionaries > 0) {
+            if (dictionaries < metas.length) throw new NotConcatenable('a dictionary in some chunks only');
+            const read = metas.map((m, k) =>
+              readAt(
+                handles[group[k]!.file]!,
+                intField(m, CM_DICTIONARY_PAGE_OFFSET)!,
+                intField(m, CM_TOTAL_COMPRESSED)!,
+              ),
+            );
+            const merged = mergeDictionaryChunks(await Promise.all(read), zstdLevel);
+            await out.write(merged.dictionary);
+            dataStart = out.pos;
+            for (const page of merged.data) await out.write(page);
+            chunkUncompressed = merged.uncompressed;
+            for (const m of metas) values += intField(m, CM_NUM_VALUES)!;
+          } else {
+            for (const [k, m] of metas.entries()) {
+              const at = intField(m, CM_DATA_PAGE_OFFSET)!;
+              await out.write(await readAt(handles[group[k]!.file]!, at, intField(m, CM_TOTAL_COMPRESSED)!));
+              values += intField(m, CM_NUM_VALUES)!;
+              chunkUncompressed += intField(m, CM_TOTAL_UNCOMPRESSED)!;
+            }
           }
           const stats = mergedStatistics(metas);
           const meta: TStruct = metas[0]!
@@ -433,8 +574,9 @@ async function merge(inputs: readonly string[], output: string, rowGroupSize: nu
               { id: CM_NUM_VALUES, type: T_I64, value: values },
               { id: CM_TOTAL_UNCOMPRESSED, type: T_I64, value: chunkUncompressed },
               { id: CM_TOTAL_COMPRESSED, type: T_I64, value: out.pos - start },
-              { id: CM_DATA_PAGE_OFFSET, type: T_I64, value: start },
+              { id: CM_DATA_PAGE_OFFSET, type: T_I64, value: dataStart },
             ]);
+          if (dictionaries > 0) meta.push({ id: CM_DICTIONARY_PAGE_OFFSET, type: T_I64, value: start });
           if (stats) meta.push({ id: CM_STATISTICS, type: T_STRUCT, value: stats });
           outChunks.push([
             { id: CC_FILE_OFFSET, type: T_I64, value: start },

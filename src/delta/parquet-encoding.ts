@@ -28,8 +28,10 @@ export const CONVERTED_MAP = 1;
 export const CONVERTED_LIST = 3;
 export const ENCODING_PLAIN = 0;
 export const ENCODING_RLE = 3;
+export const ENCODING_RLE_DICTIONARY = 8;
 export const CODEC_ZSTD = 6;
 export const DATA_PAGE = 0;
+export const DICTIONARY_PAGE = 2;
 
 /** How the files of this engine name it (FileMetaData.created_by); parquet-concat.ts looks for it. */
 export const WRITER_CREATED_BY = 'otelake version ';
@@ -173,23 +175,88 @@ export class PackedBits {
 
 // --- pages and files -------------------------------------------------------------------------
 
-/** Compresses a page's bytes and writes its header and body with `write`; returns the bytes written. */
+/**
+ * Compresses a data page's bytes and writes its header and body with `write`; returns the bytes
+ * written uncompressed. Its values are PLAIN, or dictionary indexes (RLE_DICTIONARY).
+ */
 export function writeDataPage(
   page: Uint8Array,
   entries: number,
   zstdLevel: number,
   write: (b: Uint8Array) => void,
+  encoding = ENCODING_PLAIN,
+): number {
+  return writePage(page, zstdLevel, write, [
+    i32(1, DATA_PAGE),
+    struct(5, [i32(1, entries), i32(2, encoding), i32(3, ENCODING_RLE), i32(4, ENCODING_RLE)]),
+  ]);
+}
+
+/** A column chunk's dictionary page: its `values` distinct values, PLAIN. As writeDataPage. */
+export function writeDictionaryPage(
+  page: Uint8Array,
+  values: number,
+  zstdLevel: number,
+  write: (b: Uint8Array) => void,
+): number {
+  return writePage(page, zstdLevel, write, [
+    i32(1, DICTIONARY_PAGE),
+    struct(7, [i32(1, values), i32(2, ENCODING_PLAIN)]),
+  ]);
+}
+
+/** `header` holds the page's type (field 1) and its kind's header (5 or 7); the sizes go between. */
+function writePage(
+  page: Uint8Array,
+  zstdLevel: number,
+  write: (b: Uint8Array) => void,
+  header: TStruct,
 ): number {
   const body = zstdCompressSync(page, { params: { [constants.ZSTD_c_compressionLevel]: zstdLevel } });
-  const head = encodeStruct([
-    i32(1, DATA_PAGE),
-    i32(2, page.length),
-    i32(3, body.length),
-    struct(5, [i32(1, entries), i32(2, ENCODING_PLAIN), i32(3, ENCODING_RLE), i32(4, ENCODING_RLE)]),
-  ]);
+  const head = encodeStruct([header[0]!, i32(2, page.length), i32(3, body.length), header[1]!]);
   write(head);
   write(body);
   return head.length + page.length;
+}
+
+/**
+ * Dictionary indexes in the RLE/bit-packed hybrid encoding of a data page's values: their bit
+ * width in a byte, then RLE runs only (rows of a resource or scope repeat one index), each index
+ * in the bytes its width takes. Runs may be pushed one by one and split: `push(i, n)`.
+ */
+export class IndexRuns {
+  private value = -1;
+  private count = 0;
+  private readonly out: Bytes;
+  private readonly width: number;
+
+  constructor(out: Bytes, dictionarySize: number) {
+    this.out = out;
+    const bits = Math.max(1, 32 - Math.clz32(Math.max(0, dictionarySize - 1)));
+    this.width = (bits + 7) >> 3;
+    out.byte(bits);
+  }
+
+  push(index: number, n = 1): void {
+    if (index !== this.value) {
+      this.flush();
+      this.value = index;
+    }
+    this.count += n;
+  }
+
+  end(): void {
+    this.flush();
+  }
+
+  private flush(): void {
+    if (this.count === 0) return;
+    const out = this.out;
+    out.varint(this.count * 2);
+    out.room(this.width);
+    for (let k = 0, v = this.value; k < this.width; k++, v >>>= 8) out.buf[out.pos++] = v & 0xff;
+    this.count = 0;
+  }
 }
 
 /** A column chunk in the file at [start, end): its PLAIN/RLE pages, zstd, and their counts. */
@@ -202,13 +269,20 @@ export interface ChunkPlace {
   uncompressed: number;
   start: number;
   end: number;
+  /** Where its first data page starts, after a dictionary page at `start`; absent: no dictionary. */
+  dataStart?: number;
 }
 
-/** ColumnChunk of a chunk written with writeDataPage, with optional Statistics. */
+/** ColumnChunk of a chunk written with writeDataPage (and writeDictionaryPage), with optional Statistics. */
 export function columnChunk(c: ChunkPlace, statistics: TStruct | null = null): TStruct {
+  const dictionary = c.dataStart !== undefined;
   const meta: TStruct = [
     i32(1, c.type),
-    list(2, T_I32, [ENCODING_PLAIN, ENCODING_RLE]),
+    list(
+      2,
+      T_I32,
+      dictionary ? [ENCODING_PLAIN, ENCODING_RLE, ENCODING_RLE_DICTIONARY] : [ENCODING_PLAIN, ENCODING_RLE],
+    ),
     list(
       3,
       T_BINARY,
@@ -218,8 +292,9 @@ export function columnChunk(c: ChunkPlace, statistics: TStruct | null = null): T
     i64(5, c.entries),
     i64(6, c.uncompressed),
     i64(7, c.end - c.start),
-    i64(9, c.start),
+    i64(9, c.dataStart ?? c.start),
   ];
+  if (dictionary) meta.push(i64(11, c.start));
   if (statistics) meta.push(struct(12, statistics));
   return [i64(2, c.start), struct(3, meta)];
 }

@@ -42,6 +42,11 @@ export const ST_MIN = 2;
 export const ST_NULL_COUNT = 3;
 export const ST_MAX_VALUE = 5;
 export const ST_MIN_VALUE = 6;
+// PageHeader
+export const PH_TYPE = 1;
+export const PH_COMPRESSED_SIZE = 3;
+export const PH_DATA_HEADER = 5;
+export const PH_DICTIONARY_HEADER = 7;
 // OffsetIndex / PageLocation
 export const OI_PAGE_LOCATIONS = 1;
 export const PL_OFFSET = 1;

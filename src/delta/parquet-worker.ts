@@ -142,7 +142,7 @@ serveTasks({
       (task.copyRowGroupsFrom !== null &&
         (await orNull(() => concatParquet(task.inputs, task.path, task.copyRowGroupsFrom!)))) ||
       (task.mergeRowGroups &&
-        (await orNull(() => mergeRowGroups(task.inputs, task.path, task.rowGroupSize))));
+        (await orNull(() => mergeRowGroups(task.inputs, task.path, task.rowGroupSize, task.zstdLevel))));
     if (joined) return { ...(await finished(task.path, task.fsync, true)), rows: joined.rows };
     // Loaded by the first rewrite: a worker that only writes new files never needs it.
     const { default: pl } = await import('nodejs-polars');

@@ -1,6 +1,7 @@
 // Writes a ColumnBatch as a Parquet file, straight from its buffers: each column chunk is encoded
-// page by page (levels run-length encoded, values PLAIN), compressed with node's zstd and written
-// before the next is made. Polars wrote these files before, through an Arrow stream and a frame
+// page by page (levels run-length encoded, values PLAIN, or a dictionary and its indexes for the
+// strings of an enclosing message), compressed with node's zstd and written before the next is
+// made. Polars wrote these files before, through an Arrow stream and a frame
 // (three copies of the rows) on streaming threads whose malloc arenas stayed at 56-63 MiB each;
 // this holds the batch and one page. Polars still rewrites files for the seal's OPTIMIZE (its
 // dictionaries make a sealed day ~13% smaller) and files it wrote (src/delta/README.md).
@@ -25,7 +26,9 @@ import {
   CONVERTED_LIST,
   CONVERTED_UTF8,
   columnChunk,
+  ENCODING_RLE_DICTIONARY,
   fileEnd,
+  IndexRuns,
   i32,
   i64,
   LevelRuns,
@@ -36,6 +39,7 @@ import {
   struct,
   TYPE,
   writeDataPage,
+  writeDictionaryPage,
 } from './parquet-encoding.ts';
 import { MAGIC } from './parquet-format.ts';
 import { T_BOOL_TRUE, type TStruct } from './thrift.ts';
@@ -293,6 +297,66 @@ class FileOut {
 }
 
 const page = new Bytes();
+const dictionary = new Bytes();
+/** Runs of one dictionary index: the index and its rows. */
+let runIndex = new Int32Array(1024);
+let runRows = new Int32Array(1024);
+
+/**
+ * Rows [from, to) of a column whose values repeat down runs of rows (ColumnDef.enclosing) as a
+ * dictionary page of its distinct values and one data page of their indexes, in RLE runs: a
+ * resource's attributes, ~280-340 bytes a row in the bench, were otherwise copied and compressed
+ * for every row, 40-50% of a data file's uncompressed bytes. A repeat row (batch.ts) is its run's
+ * index without a look at its value. Returns the dictionary's size.
+ */
+function encodeDictionary(col: Utf8Data, from: number, to: number, stats: ChunkStats): number {
+  const { valid, repeats, offsets } = col;
+  const src = Buffer.from(col.bytes.buffer, col.bytes.byteOffset, col.bytes.byteLength);
+  if (runIndex.length < to - from) {
+    runIndex = new Int32Array(to - from);
+    runRows = new Int32Array(to - from);
+  }
+  const known = new Map<string, number>();
+  dictionary.pos = 0;
+  page.pos = 0;
+  const levels = new LevelRuns(page);
+  if (valid === null) levels.pushRun(1, to - from);
+  let runs = 0;
+  let index = -1;
+  for (let i = from; i < to; i++) {
+    if (valid !== null) {
+      if (valid[i] !== 1) {
+        levels.push(0);
+        stats.nulls++;
+        continue;
+      }
+      levels.push(1);
+    }
+    if (index < 0 || repeats?.[i] !== 1) {
+      // A range's first value may repeat one from before it.
+      const [a, b] = repeats?.[i] === 1 ? repeatedSpan(col, i) : [offsets[i]!, offsets[i + 1]!];
+      const value = src.toString('latin1', a, b); // one string per byte sequence
+      let k = known.get(value);
+      if (k === undefined) {
+        k = known.size;
+        known.set(value, k);
+        dictionary.u32(b - a);
+        dictionary.room(b - a);
+        dictionary.pos += src.copy(dictionary.buf, dictionary.pos, a, b);
+      }
+      if (k !== index) {
+        runIndex[runs] = index = k;
+        runRows[runs++] = 0;
+      }
+    }
+    runRows[runs - 1]!++;
+  }
+  levels.end();
+  const indexes = new IndexRuns(page, known.size);
+  for (let r = 0; r < runs; r++) indexes.push(runIndex[r]!, runRows[r]!);
+  indexes.end();
+  return known.size;
+}
 
 /** Writes rows [from, to) of a column as one chunk; returns its ColumnChunk and uncompressed size. */
 function writeColumnChunk(
@@ -305,6 +369,23 @@ function writeColumnChunk(
 ): { chunk: TStruct; uncompressed: number } {
   const start = out.pos;
   const stats: ChunkStats = { nulls: 0, min: null, max: null };
+  const write = (bytes: Uint8Array) => out.write(bytes);
+  if (def.enclosing && col.kind === 'utf8') {
+    const size = encodeDictionary(col, from, to, stats);
+    let uncompressed = writeDictionaryPage(dictionary.bytes(), size, zstdLevel, write);
+    const dataStart = out.pos;
+    uncompressed += writeDataPage(page.bytes(), to - from, zstdLevel, write, ENCODING_RLE_DICTIONARY);
+    const place = {
+      type: TYPE.BYTE_ARRAY,
+      path: pathInSchema(def),
+      entries: to - from,
+      uncompressed,
+      start,
+      end: out.pos,
+      dataStart,
+    };
+    return { chunk: columnChunk(place, [i64(3, stats.nulls)]), uncompressed };
+  }
   const perPage = Math.max(1, Math.floor(PAGE_BYTES / rowBytes(col, from, to)));
   let entries = 0;
   let uncompressed = 0;
@@ -313,7 +394,7 @@ function writeColumnChunk(
     page.pos = 0;
     const n = isList(col) ? encodeList(col, a, b, page, stats) : encodeFlat(col, a, b, page, stats);
     entries += n;
-    uncompressed += writeDataPage(page.bytes(), n, zstdLevel, (bytes) => out.write(bytes));
+    uncompressed += writeDataPage(page.bytes(), n, zstdLevel, write);
   }
   // No statistics for lists: a leaf's null count would have to count empty lists too.
   let statistics: TStruct | null = null;

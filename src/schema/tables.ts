@@ -31,6 +31,11 @@ export interface ColumnDef {
   readonly required: boolean;
   /** The Delta schema's `nullable`. Only the columns every stored row has are `false`. */
   readonly nullable: boolean;
+  /**
+   * A string taken from an enclosing message (the resource, the scope, the metric, the span of an
+   * event or link), so that it repeats down runs of rows: data files store it dictionary-encoded.
+   */
+  readonly enclosing?: true;
 }
 
 export interface TableSchema {
@@ -46,36 +51,38 @@ const col = (name: string, type: ColumnType, required = false): ColumnDef => ({
   required,
   nullable: true,
 });
+/** A string column whose value comes from an enclosing message (ColumnDef.enclosing). */
+const enclosing = (name: string): ColumnDef => ({ ...col(name, 'string'), enclosing: true });
 
 // Identity columns every table starts with; every stored row has the first two, whatever the
 // validation settings, so they are the only non-nullable columns.
 const HEAD: ColumnDef[] = [
-  { name: 'project_id', type: 'string', required: true, nullable: false },
+  { name: 'project_id', type: 'string', required: true, nullable: false, enclosing: true },
   { name: 'event_ts', type: 'timestamp', required: true, nullable: false },
-  col('service_name', 'string'),
+  enclosing('service_name'),
 ];
 
 // Resource and instrumentation scope, at the end of every table. Attributes are JSON objects
 // serialized as strings (values keep their JSON type; int64 beyond 2^53 as strings; bytes base64).
 const TAIL: ColumnDef[] = [
-  col('resource_attributes', 'string'),
+  enclosing('resource_attributes'),
   col('resource_dropped_attributes_count', 'integer'),
-  col('resource_schema_url', 'string'),
-  col('scope_name', 'string'),
-  col('scope_version', 'string'),
-  col('scope_attributes', 'string'),
+  enclosing('resource_schema_url'),
+  enclosing('scope_name'),
+  enclosing('scope_version'),
+  enclosing('scope_attributes'),
   col('scope_dropped_attributes_count', 'integer'),
-  col('scope_schema_url', 'string'),
+  enclosing('scope_schema_url'),
 ];
 
 // Columns shared by the two metric tables.
 const METRIC_IDENTITY: ColumnDef[] = [
-  col('metric_name', 'string'),
-  col('description', 'string'),
-  col('unit', 'string'),
-  col('metric_type', 'string'),
+  enclosing('metric_name'),
+  enclosing('description'),
+  enclosing('unit'),
+  enclosing('metric_type'),
   /** Metric.metadata as a JSON object string. */
-  col('metric_metadata', 'string'),
+  enclosing('metric_metadata'),
   col('aggregation_temporality', 'integer'),
   col('start_time_unix_nano', 'long'),
   col('time_unix_nano', 'long', true),
@@ -115,7 +122,7 @@ const DEFS: Record<TableName, ColumnDef[]> = {
     ...HEAD,
     col('trace_id', 'string'),
     col('span_id', 'string'),
-    col('span_name', 'string'),
+    enclosing('span_name'),
     col('time_unix_nano', 'long', true),
     col('name', 'string'),
     col('attributes', 'string'),
@@ -126,7 +133,7 @@ const DEFS: Record<TableName, ColumnDef[]> = {
     ...HEAD,
     col('trace_id', 'string'),
     col('span_id', 'string'),
-    col('span_name', 'string'),
+    enclosing('span_name'),
     col('linked_trace_id', 'string'),
     col('linked_span_id', 'string'),
     col('trace_state', 'string'),

@@ -6,8 +6,10 @@ import { after, test } from 'node:test';
 import pl from 'nodejs-polars';
 import { batchFromRows } from '../../src/delta/batch.ts';
 import { concatParquet, mergeRowGroups, NotConcatenable } from '../../src/delta/parquet-concat.ts';
+import { writeParquetFile } from '../../src/delta/parquet-writer.ts';
 import { closeDeltaWorkers, DeltaTable } from '../../src/delta/table.ts';
 import {
+  CompactReader,
   decodeStruct,
   encodeStruct,
   field,
@@ -263,7 +265,7 @@ test('mergeRowGroups joins small row groups of files the engine wrote into large
   const output = join(tempDir(), 'merged.parquet');
   // Row groups of 64, 64, 22 | 64, 6 | 64, 64, 64, 64, 4 rows, joined in order into groups of up
   // to 200 rows.
-  assert.deepEqual(await mergeRowGroups(inputs, output, 200), { rows: 480, rowGroups: 3 });
+  assert.deepEqual(await mergeRowGroups(inputs, output, 200, 3), { rows: 480, rowGroups: 3 });
   assert.ok(
     frameOf([output], 'metrics_hist').frameEqual(frameOf(inputs, 'metrics_hist'), true),
     'same rows in the same order',
@@ -274,14 +276,23 @@ test('mergeRowGroups joins small row groups of files the engine wrote into large
     [150, 198, 132],
   );
   // Each joined chunk's statistics are those of its rows: null count, and min and max of longs.
+  // A column of an enclosing message has one dictionary of its rows' distinct values.
   const all = frameOf([output], 'metrics_hist');
+  const file = readFileSync(output);
   let at = 0;
   for (const g of groups) {
     const n = intField(g, 3)!;
     const rows = all.slice(at, n);
     at += n;
     for (const [i, cc] of chunksOf(g).entries()) {
-      const { name, type } = SCHEMAS.metrics_hist.columns[i]!;
+      const { name, type, enclosing } = SCHEMAS.metrics_hist.columns[i]!;
+      const dictionaryAt = intField(structField(cc, 3)!, 11);
+      assert.equal(dictionaryAt !== undefined, enclosing === true, `${name}: a dictionary page`);
+      if (enclosing) {
+        const head = new CompactReader(file, dictionaryAt!).struct();
+        const distinct = rows.getColumn(name).dropNulls().unique().length;
+        assert.equal(intField(structField(head, 7)!, 1), distinct, `${name}: distinct values`);
+      }
       const stats = structField(structField(cc, 3)!, 12);
       // The writer gives lists no statistics (see parquet-writer.ts).
       assert.equal(stats === undefined, typeof type !== 'string', name);
@@ -301,12 +312,20 @@ test('mergeRowGroups joins small row groups of files the engine wrote into large
 test('mergeRowGroups refuses files the engine did not write, and leaves no output', async () => {
   const spans = await dataFiles('spans', [100, 100], 50);
   const logs = await dataFiles('logs', [100], 50, 2);
+  // A file of the engine before it wrote dictionaries: its resource and scope columns PLAIN.
+  const plain = join(tempDir(), 'plain.parquet');
+  const columns = SCHEMAS.spans.columns.map(({ enclosing: _, ...c }) => c);
+  writeParquetFile(plain, columns, batchFromRows(SCHEMAS.spans, makeRows(SCHEMAS.spans, 100, 7)), {
+    zstdLevel: 3,
+    rowGroupSize: 50,
+  });
   for (const [label, inputs] of [
     ['written by polars', [spans[0]!, ...polarsCopies([spans[1]!], 50)]],
     ['different schemas', [spans[0]!, logs[0]!]],
+    ['a dictionary in some files only', [spans[0]!, plain]],
   ] as const) {
     const output = join(tempDir(), 'out.parquet');
-    await assert.rejects(mergeRowGroups(inputs, output, 1000), NotConcatenable, label);
+    await assert.rejects(mergeRowGroups(inputs, output, 1000, 3), NotConcatenable, label);
     assert.equal(existsSync(output), false, label);
   }
 });

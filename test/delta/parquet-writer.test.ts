@@ -13,9 +13,17 @@ import {
   packBatch,
   unpackBatch,
 } from '../../src/delta/batch.ts';
-import { readFooter } from '../../src/delta/parquet-footer.ts';
+import { readAt, readFooter } from '../../src/delta/parquet-footer.ts';
 import { writeParquetFile } from '../../src/delta/parquet-writer.ts';
-import { encodeStruct, field } from '../../src/delta/thrift.ts';
+import {
+  CompactReader,
+  encodeStruct,
+  field,
+  intField,
+  listField,
+  structField,
+  type TStruct,
+} from '../../src/delta/thrift.ts';
 import { SCHEMAS, TABLE_NAMES } from '../../src/schema/tables.ts';
 import { readRows, sortRows } from './read.ts';
 import { makeRows, rowToJson } from './rows.ts';
@@ -83,6 +91,60 @@ test('repeated strings (a resource over many rows) are written out in every row'
     // Row groups of 7 start inside runs: a group's first row can be a repeat.
     writeParquetFile(path, schema.columns, batch, { zstdLevel: 3, rowGroupSize: 7 });
     assert.deepEqual(readRows([path], schema), sortRows(rows.map((r) => rowToJson(schema, r))));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('columns of an enclosing message are dictionary-encoded: their distinct values once, in every row group', async () => {
+  const dir = tempDir();
+  try {
+    const schema = SCHEMAS.spans;
+    const resources = ['{"service.name":"a"}', '{"service.name":"é"}', '{"service.name":"Ã©"}'];
+    // Runs of resources that come back (a, é, a, the latin-1 look-alike of é...), nulls between.
+    const rows = makeRows(schema, 600, 4).map((r, i) => ({
+      ...r,
+      resource_attributes: i % 50 === 7 ? null : resources[Math.floor(i / 40) % 3]!,
+      service_name: Math.floor(i / 40) % 3 === 1 ? 'é' : 'Ã©',
+      scope_schema_url: null,
+    }));
+    const path = join(dir, 'spans.parquet');
+    // Row groups of 250 begin inside runs.
+    writeParquetFile(path, schema.columns, batchFromRows(schema, rows), { zstdLevel: 3, rowGroupSize: 250 });
+    assert.deepEqual(readRows([path], schema), sortRows(rows.map((r) => rowToJson(schema, r))));
+
+    const fh = await open(path, 'r');
+    try {
+      const { meta } = await readFooter(fh, (await fh.stat()).size);
+      const groups = listField(meta, 4)!.items as TStruct[];
+      assert.equal(groups.length, 3);
+      for (const [g, group] of groups.entries()) {
+        const groupRows = rows.slice(g * 250, (g + 1) * 250);
+        for (const [c, chunk] of (listField(group, 1)!.items as TStruct[]).entries()) {
+          const def = schema.columns[c]!;
+          const m = structField(chunk, 3)!;
+          const encodings = listField(m, 2)!.items;
+          if (!def.enclosing) {
+            assert.equal(intField(m, 11), undefined, `${def.name}: no dictionary`);
+            assert.ok(!encodings.includes(8), def.name);
+            continue;
+          }
+          assert.ok(encodings.includes(8), `${def.name}: RLE_DICTIONARY`);
+          const at = intField(m, 11)!;
+          assert.ok(at > 0 && at < intField(m, 9)!, `${def.name}: the dictionary page before the data`);
+          const head = new CompactReader(await readAt(fh, at, 64)).struct();
+          assert.equal(intField(head, 1), 2, 'a DICTIONARY_PAGE');
+          const values = groupRows.map((r) => r[def.name as keyof typeof r]).filter((v) => v != null);
+          assert.equal(
+            intField(structField(head, 7)!, 1),
+            new Set(values).size,
+            `${def.name}: distinct values`,
+          );
+        }
+      }
+    } finally {
+      await fh.close();
+    }
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
