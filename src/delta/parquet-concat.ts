@@ -19,8 +19,6 @@ import { open, unlink } from 'node:fs/promises';
 import { zstdDecompressSync } from 'node:zlib';
 import {
   Bytes,
-  CODEC_UNCOMPRESSED,
-  CODEC_ZSTD,
   DATA_PAGE,
   DICTIONARY_PAGE,
   ENCODING_PLAIN,
@@ -28,7 +26,6 @@ import {
   footerBytes,
   IndexRuns,
   rowGroup,
-  SMALL_CHUNK_BYTES,
   TYPE,
   WRITER_CREATED_BY,
   writeDataPage,
@@ -45,7 +42,6 @@ import {
   CC_OFFSET_INDEX_LENGTH,
   CC_OFFSET_INDEX_OFFSET,
   CM_BLOOM_OFFSET,
-  CM_CODEC,
   CM_DATA_PAGE_OFFSET,
   CM_DICTIONARY_PAGE_OFFSET,
   CM_INDEX_PAGE_OFFSET,
@@ -87,7 +83,6 @@ import {
   structField,
   structItems,
   T_BINARY,
-  T_I32,
   T_I64,
   T_STRUCT,
   ThriftError,
@@ -416,33 +411,25 @@ function pagesOf(chunk: Uint8Array): { header: TStruct; body: Uint8Array }[] {
   return pages;
 }
 
-/** A page's bytes as they were before compression, by its chunk's codec. */
-function decompressed(body: Uint8Array, codec: number): Buffer {
-  if (codec === CODEC_UNCOMPRESSED) return Buffer.from(body.buffer, body.byteOffset, body.byteLength);
-  if (codec === CODEC_ZSTD) return zstdDecompressSync(body);
-  throw new NotConcatenable(`codec ${codec}`);
-}
-
 /**
- * Dictionary-encoded chunks of one column (their bytes and codec) joined into one chunk: one
- * dictionary of their distinct values, and each data page again with its indexes mapped into it
- * (RLE runs only, as the writer writes them; their levels as they were). Returns the new chunk's
- * dictionary page, its data pages, their uncompressed size (headers included) and its codec: as
- * the writer, uncompressed when its pages hold under SMALL_CHUNK_BYTES.
+ * Dictionary-encoded chunks of one column joined into one chunk: one dictionary of their distinct
+ * values, and each data page again with its indexes mapped into it (RLE runs only, as the writer
+ * writes them; their levels as they were). Returns the new chunk's dictionary page, its data pages
+ * and their uncompressed size, headers included.
  */
 function mergeDictionaryChunks(
-  chunks: readonly { bytes: Uint8Array; codec: number }[],
+  chunks: readonly Uint8Array[],
   zstdLevel: number,
-): { dictionary: Uint8Array; data: Uint8Array[]; uncompressed: number; codec: number } {
+): { dictionary: Uint8Array; data: Uint8Array[]; uncompressed: number } {
   const dictionary = new Bytes();
   const known = new Map<string, number>();
-  const inputs = chunks.map(({ bytes, codec }) => {
-    const [first, ...data] = pagesOf(bytes);
+  const inputs = chunks.map((chunk) => {
+    const [first, ...data] = pagesOf(chunk);
     const dict = first && structField(first.header, PH_DICTIONARY_HEADER);
     if (!dict || intField(first.header, PH_TYPE) !== DICTIONARY_PAGE || intField(dict, 2) !== ENCODING_PLAIN)
       throw new NotConcatenable('no PLAIN dictionary page first');
     // Each of this chunk's dictionary values, as an index of the joined dictionary.
-    const values = decompressed(first.body, codec);
+    const values = Buffer.from(zstdDecompressSync(first.body));
     const remap: number[] = [];
     for (let p = 0; p < values.length; ) {
       const n = values.readUInt32LE(p);
@@ -457,12 +444,15 @@ function mergeDictionaryChunks(
       p += 4 + n;
     }
     if (remap.length !== intField(dict, 1)) throw new NotConcatenable('dictionary size');
-    return { data, remap, codec };
+    return { data, remap };
   });
 
-  // Each data page's levels as they were, then its indexes mapped into the joined dictionary.
-  const pages: { bytes: Uint8Array; entries: number }[] = [];
-  for (const { data, remap, codec } of inputs) {
+  const written: Uint8Array[] = [];
+  const write = (b: Uint8Array) => written.push(b);
+  let uncompressed = writeDictionaryPage(dictionary.bytes(), known.size, zstdLevel, write);
+  const dictionaryPage = Buffer.concat(written.splice(0));
+  const page = new Bytes();
+  for (const { data, remap } of inputs) {
     for (const { header, body } of data) {
       const dataHeader = structField(header, PH_DATA_HEADER);
       if (
@@ -471,9 +461,9 @@ function mergeDictionaryChunks(
         intField(dataHeader, 2) !== ENCODING_RLE_DICTIONARY
       )
         throw new NotConcatenable('not a page of dictionary indexes');
-      const bytes = decompressed(body, codec);
+      const bytes = Buffer.from(zstdDecompressSync(body));
       const levelsEnd = 4 + bytes.readUInt32LE(0);
-      const page = new Bytes();
+      page.pos = 0;
       page.raw(bytes.subarray(0, levelsEnd));
       const runs = new IndexRuns(page, known.size);
       const width = (bytes[levelsEnd]! + 7) >> 3;
@@ -492,24 +482,16 @@ function mergeDictionaryChunks(
         runs.push(to, head / 2);
       }
       runs.end();
-      pages.push({ bytes: page.bytes(), entries: intField(dataHeader, 1)! });
+      uncompressed += writeDataPage(
+        page.bytes(),
+        intField(dataHeader, 1)!,
+        zstdLevel,
+        write,
+        ENCODING_RLE_DICTIONARY,
+      );
     }
   }
-
-  const small = pages.reduce((n, p) => n + p.bytes.length, dictionary.pos) < SMALL_CHUNK_BYTES;
-  const level = small ? null : zstdLevel;
-  const written: Uint8Array[] = [];
-  const write = (b: Uint8Array) => written.push(b);
-  let uncompressed = writeDictionaryPage(dictionary.bytes(), known.size, level, write);
-  const dictionaryPage = Buffer.concat(written.splice(0));
-  for (const p of pages)
-    uncompressed += writeDataPage(p.bytes, p.entries, level, write, ENCODING_RLE_DICTIONARY);
-  return {
-    dictionary: dictionaryPage,
-    data: written,
-    uncompressed,
-    codec: small ? CODEC_UNCOMPRESSED : CODEC_ZSTD,
-  };
+  return { dictionary: dictionaryPage, data: written, uncompressed };
 }
 
 async function merge(
@@ -561,29 +543,23 @@ async function merge(
           let values = 0;
           let chunkUncompressed = 0;
           let dataStart = start;
-          let codec = intField(metas[0]!, CM_CODEC)!;
           const dictionaries = metas.filter((m) => (intField(m, CM_DICTIONARY_PAGE_OFFSET) ?? 0) > 0).length;
           if (dictionaries > 0) {
             if (dictionaries < metas.length) throw new NotConcatenable('a dictionary in some chunks only');
-            const read = metas.map(async (m, k) => ({
-              bytes: await readAt(
+            const read = metas.map((m, k) =>
+              readAt(
                 handles[group[k]!.file]!,
                 intField(m, CM_DICTIONARY_PAGE_OFFSET)!,
                 intField(m, CM_TOTAL_COMPRESSED)!,
               ),
-              codec: intField(m, CM_CODEC)!,
-            }));
+            );
             const merged = mergeDictionaryChunks(await Promise.all(read), zstdLevel);
-            codec = merged.codec;
             await out.write(merged.dictionary);
             dataStart = out.pos;
             for (const page of merged.data) await out.write(page);
             chunkUncompressed = merged.uncompressed;
             for (const m of metas) values += intField(m, CM_NUM_VALUES)!;
           } else {
-            // Pages copied as they are share their chunks' codec.
-            if (metas.some((m) => intField(m, CM_CODEC) !== codec))
-              throw new NotConcatenable('codecs differ');
             for (const [k, m] of metas.entries()) {
               const at = intField(m, CM_DATA_PAGE_OFFSET)!;
               await out.write(await readAt(handles[group[k]!.file]!, at, intField(m, CM_TOTAL_COMPRESSED)!));
@@ -593,9 +569,8 @@ async function merge(
           }
           const stats = mergedStatistics(metas);
           const meta: TStruct = metas[0]!
-            .filter((f) => f.id < CM_CODEC) // type, encodings, path
+            .filter((f) => f.id < CM_NUM_VALUES) // type, encodings, path, codec
             .concat([
-              { id: CM_CODEC, type: T_I32, value: codec },
               { id: CM_NUM_VALUES, type: T_I64, value: values },
               { id: CM_TOTAL_UNCOMPRESSED, type: T_I64, value: chunkUncompressed },
               { id: CM_TOTAL_COMPRESSED, type: T_I64, value: out.pos - start },

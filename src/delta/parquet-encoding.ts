@@ -29,15 +29,7 @@ export const CONVERTED_LIST = 3;
 export const ENCODING_PLAIN = 0;
 export const ENCODING_RLE = 3;
 export const ENCODING_RLE_DICTIONARY = 8;
-export const CODEC_UNCOMPRESSED = 0;
 export const CODEC_ZSTD = 6;
-/**
- * A dictionary-encoded chunk whose pages hold fewer bytes than this is stored uncompressed: a
- * zstd call costs ~35-45 µs of CPU here however small its input (node makes a context each time),
- * and such a chunk (one resource's attributes, a scope's name, all nulls) saves a few hundred
- * bytes at most.
- */
-export const SMALL_CHUNK_BYTES = 512;
 export const DATA_PAGE = 0;
 export const DICTIONARY_PAGE = 2;
 
@@ -184,14 +176,13 @@ export class PackedBits {
 // --- pages and files -------------------------------------------------------------------------
 
 /**
- * Compresses a data page's bytes (`zstdLevel` null: stored as they are) and writes its header and
- * body with `write`; returns the bytes written uncompressed. Its values are PLAIN, or dictionary
- * indexes (RLE_DICTIONARY).
+ * Compresses a data page's bytes and writes its header and body with `write`; returns the bytes
+ * written uncompressed. Its values are PLAIN, or dictionary indexes (RLE_DICTIONARY).
  */
 export function writeDataPage(
   page: Uint8Array,
   entries: number,
-  zstdLevel: number | null,
+  zstdLevel: number,
   write: (b: Uint8Array) => void,
   encoding = ENCODING_PLAIN,
 ): number {
@@ -205,7 +196,7 @@ export function writeDataPage(
 export function writeDictionaryPage(
   page: Uint8Array,
   values: number,
-  zstdLevel: number | null,
+  zstdLevel: number,
   write: (b: Uint8Array) => void,
 ): number {
   return writePage(page, zstdLevel, write, [
@@ -217,14 +208,11 @@ export function writeDictionaryPage(
 /** `header` holds the page's type (field 1) and its kind's header (5 or 7); the sizes go between. */
 function writePage(
   page: Uint8Array,
-  zstdLevel: number | null,
+  zstdLevel: number,
   write: (b: Uint8Array) => void,
   header: TStruct,
 ): number {
-  const body =
-    zstdLevel === null
-      ? page
-      : zstdCompressSync(page, { params: { [constants.ZSTD_c_compressionLevel]: zstdLevel } });
+  const body = zstdCompressSync(page, { params: { [constants.ZSTD_c_compressionLevel]: zstdLevel } });
   const head = encodeStruct([header[0]!, i32(2, page.length), i32(3, body.length), header[1]!]);
   write(head);
   write(body);
@@ -283,8 +271,6 @@ export interface ChunkPlace {
   end: number;
   /** Where its first data page starts, after a dictionary page at `start`; absent: no dictionary. */
   dataStart?: number;
-  /** CODEC_ZSTD unless said. */
-  codec?: number;
 }
 
 /** ColumnChunk of a chunk written with writeDataPage (and writeDictionaryPage), with optional Statistics. */
@@ -302,7 +288,7 @@ export function columnChunk(c: ChunkPlace, statistics: TStruct | null = null): T
       T_BINARY,
       c.path.map((p) => Buffer.from(p)),
     ),
-    i32(4, c.codec ?? CODEC_ZSTD),
+    i32(4, CODEC_ZSTD),
     i64(5, c.entries),
     i64(6, c.uncompressed),
     i64(7, c.end - c.start),

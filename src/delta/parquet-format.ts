@@ -28,7 +28,6 @@ export const CC_COLUMN_INDEX_LENGTH = 7;
 export const CC_CRYPTO = 8;
 // ColumnMetaData
 export const CM_TYPE = 1;
-export const CM_CODEC = 4;
 export const CM_NUM_VALUES = 5;
 export const CM_TOTAL_UNCOMPRESSED = 6;
 export const CM_TOTAL_COMPRESSED = 7;

@@ -23,8 +23,6 @@ import {
 import {
   Bytes,
   bin,
-  CODEC_UNCOMPRESSED,
-  CODEC_ZSTD,
   CONVERTED_LIST,
   CONVERTED_UTF8,
   columnChunk,
@@ -38,7 +36,6 @@ import {
   PackedBits,
   REPEATED,
   rowGroup,
-  SMALL_CHUNK_BYTES,
   struct,
   TYPE,
   writeDataPage,
@@ -375,13 +372,10 @@ function writeColumnChunk(
   const write = (bytes: Uint8Array) => out.write(bytes);
   if (def.enclosing && col.kind === 'utf8') {
     const size = encodeDictionary(col, from, to, stats);
-    const small = dictionary.pos + page.pos < SMALL_CHUNK_BYTES;
-    const level = small ? null : zstdLevel;
-    let uncompressed = writeDictionaryPage(dictionary.bytes(), size, level, write);
+    let uncompressed = writeDictionaryPage(dictionary.bytes(), size, zstdLevel, write);
     const dataStart = out.pos;
-    uncompressed += writeDataPage(page.bytes(), to - from, level, write, ENCODING_RLE_DICTIONARY);
+    uncompressed += writeDataPage(page.bytes(), to - from, zstdLevel, write, ENCODING_RLE_DICTIONARY);
     const place = {
-      codec: small ? CODEC_UNCOMPRESSED : CODEC_ZSTD,
       type: TYPE.BYTE_ARRAY,
       path: pathInSchema(def),
       entries: to - from,
