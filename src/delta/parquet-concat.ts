@@ -429,7 +429,7 @@ function mergeDictionaryChunks(
     if (!dict || intField(first.header, PH_TYPE) !== DICTIONARY_PAGE || intField(dict, 2) !== ENCODING_PLAIN)
       throw new NotConcatenable('no PLAIN dictionary page first');
     // Each of this chunk's dictionary values, as an index of the joined dictionary.
-    const values = Buffer.from(zstdDecompressSync(first.body));
+    const values = zstdDecompressSync(first.body);
     const remap: number[] = [];
     for (let p = 0; p < values.length; ) {
       const n = values.readUInt32LE(p);
@@ -461,37 +461,39 @@ function mergeDictionaryChunks(
         intField(dataHeader, 2) !== ENCODING_RLE_DICTIONARY
       )
         throw new NotConcatenable('not a page of dictionary indexes');
-      const bytes = Buffer.from(zstdDecompressSync(body));
-      const levelsEnd = 4 + bytes.readUInt32LE(0);
       page.pos = 0;
-      page.raw(bytes.subarray(0, levelsEnd));
-      const runs = new IndexRuns(page, known.size);
-      const width = (bytes[levelsEnd]! + 7) >> 3;
-      for (let p = levelsEnd + 1; p < bytes.length; ) {
-        let head = 0;
-        for (let shift = 0; ; shift += 7) {
-          const b = bytes[p++]!;
-          head += (b & 0x7f) * 2 ** shift;
-          if (b < 0x80) break;
-        }
-        if (head % 2 === 1) throw new NotConcatenable('bit-packed indexes');
-        let index = 0;
-        for (let k = 0; k < width; k++) index += bytes[p++]! * 2 ** (8 * k);
-        const to = remap[index];
-        if (to === undefined) throw new NotConcatenable('index beyond the dictionary');
-        runs.push(to, head / 2);
-      }
-      runs.end();
-      uncompressed += writeDataPage(
-        page.bytes(),
-        intField(dataHeader, 1)!,
-        zstdLevel,
-        write,
-        ENCODING_RLE_DICTIONARY,
-      );
+      remapIndexPage(zstdDecompressSync(body), remap, known.size, page);
+      const entries = intField(dataHeader, 1)!;
+      uncompressed += writeDataPage(page.bytes(), entries, zstdLevel, write, ENCODING_RLE_DICTIONARY);
     }
   }
   return { dictionary: dictionaryPage, data: written, uncompressed };
+}
+
+/**
+ * A data page of dictionary indexes, uncompressed, written to `out` again: its levels as they
+ * were, then each RLE run's index mapped by `remap` into a dictionary of `size` values.
+ */
+function remapIndexPage(bytes: Buffer, remap: readonly number[], size: number, out: Bytes): void {
+  const levelsEnd = 4 + bytes.readUInt32LE(0);
+  out.raw(bytes.subarray(0, levelsEnd));
+  const runs = new IndexRuns(out, size);
+  const width = (bytes[levelsEnd]! + 7) >> 3;
+  for (let p = levelsEnd + 1; p < bytes.length; ) {
+    let head = 0;
+    for (let shift = 0; ; shift += 7) {
+      const b = bytes[p++]!;
+      head += (b & 0x7f) * 2 ** shift;
+      if (b < 0x80) break;
+    }
+    if (head % 2 === 1) throw new NotConcatenable('bit-packed indexes');
+    let index = 0;
+    for (let k = 0; k < width; k++) index += bytes[p++]! * 2 ** (8 * k);
+    const to = remap[index];
+    if (to === undefined) throw new NotConcatenable('index beyond the dictionary');
+    runs.push(to, head / 2);
+  }
+  runs.end();
 }
 
 async function merge(

@@ -306,7 +306,7 @@ let runRows = new Int32Array(1024);
  * Rows [from, to) of a column whose values repeat down runs of rows (ColumnDef.enclosing) as a
  * dictionary page of its distinct values and one data page of their indexes, in RLE runs: a
  * resource's attributes, ~280-340 bytes a row in the bench, were otherwise copied and compressed
- * for every row, 40-50% of a data file's uncompressed bytes. A repeat row (batch.ts) is its run's
+ * for every row, 36-46% of a data file's uncompressed bytes. A repeat row (batch.ts) is its run's
  * index without a look at its value. Returns the dictionary's size.
  */
 function encodeDictionary(col: Utf8Data, from: number, to: number, stats: ChunkStats): number {
