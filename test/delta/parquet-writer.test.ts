@@ -107,6 +107,7 @@ test('columns of an enclosing message are dictionary-encoded: their distinct val
       resource_attributes: i % 50 === 7 ? null : resources[Math.floor(i / 40) % 3]!,
       service_name: Math.floor(i / 40) % 3 === 1 ? 'é' : 'Ã©',
       scope_schema_url: null,
+      scope_name: i % 3 === 0 ? '' : 'scope', // the empty string is a value of its own
     }));
     const path = join(dir, 'spans.parquet');
     // Row groups of 250 begin inside runs.
