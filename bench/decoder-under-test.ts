@@ -1,8 +1,10 @@
 // The server's decode step of this checkout, or of another one's src/ (`--src DIR`, for A against
-// B), with protobufjs loaded: what the decode benchmarks time.
+// B), with protobufjs loaded: what the decode benchmarks time, and a decoder of it with the
+// default options' settings.
 
 import { resolve } from 'node:path';
 import { loadProtobuf } from '../src/otlp/index.ts';
+import { defaultOptions } from '../src/storage/options.ts';
 
 export async function decoderUnderTest(src: string | undefined) {
   const codec = await loadProtobuf();
@@ -11,5 +13,20 @@ export async function decoderUnderTest(src: string | undefined) {
   const { RequestDecoder } = (await import(
     `${srcDir}server/decode.ts`
   )) as typeof import('../src/server/decode.ts');
-  return { codec, srcDir, RequestDecoder };
+  // Before issue 19 the decoder took protobufjs' codec; since then whether protobuf is on (the
+  // codec is truthy). The attribute limits (issue 21) are the defaults; a decoder from before
+  // ignores them.
+  const { server_config: server } = defaultOptions();
+  const decoder = new RequestDecoder(
+    codec as unknown as boolean,
+    {
+      validateRequired: true,
+      validateTypes: true,
+      normalizeServiceName: true,
+      defaultServiceName: 'unknown_service',
+      strictColumns: true,
+    },
+    { countLimit: server.attribute_count_limit, valueLengthLimit: server.attribute_value_length_limit },
+  );
+  return { codec, srcDir, RequestDecoder, decoder };
 }

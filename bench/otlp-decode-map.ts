@@ -21,9 +21,8 @@ import { appendFileSync, readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import type { Signal } from '../src/otlp/index.ts';
 import type { DecodeResult, DecodeTask } from '../src/server/decode.ts';
-import { defaultOptions } from '../src/storage/options.ts';
 import { decoderUnderTest } from './decoder-under-test.ts';
-import { logsRequest, metricsRequest, tracesRequest } from './otlp-payloads.ts';
+import { hexIdsToBytes, logsRequest, metricsRequest, tracesRequest } from './otlp-payloads.ts';
 
 const { values: args } = parseArgs({
   options: {
@@ -61,31 +60,7 @@ const ITEM_TABLES: Record<Signal, readonly string[]> = {
   metrics: ['metrics_points', 'metrics_hist'],
 };
 
-const { codec, srcDir, RequestDecoder } = await decoderUnderTest(args.src);
-// Before issue 19 the decoder took protobufjs' codec; since then whether protobuf is on (the codec is
-// truthy). The attribute limits (issue 21) are the defaults; a decoder from before ignores them.
-const { server_config: server } = defaultOptions();
-const decoder = new RequestDecoder(
-  codec as unknown as boolean,
-  {
-    validateRequired: true,
-    validateTypes: true,
-    normalizeServiceName: true,
-    defaultServiceName: 'unknown_service',
-    strictColumns: true,
-  },
-  { countLimit: server.attribute_count_limit, valueLengthLimit: server.attribute_value_length_limit },
-);
-
-const ID_KEYS = new Set(['traceId', 'spanId', 'parentSpanId']);
-function hexIdsToBytes(v: unknown): unknown {
-  if (Array.isArray(v)) return v.map(hexIdsToBytes);
-  if (v === null || typeof v !== 'object') return v;
-  const out: Record<string, unknown> = {};
-  for (const [k, x] of Object.entries(v))
-    out[k] = ID_KEYS.has(k) && typeof x === 'string' ? Buffer.from(x, 'hex') : hexIdsToBytes(x);
-  return out;
-}
+const { codec, srcDir, decoder } = await decoderUnderTest(args.src);
 
 function bodies(signal: Signal, format: 'json' | 'protobuf'): Uint8Array[] {
   const make = { traces: tracesRequest, logs: logsRequest, metrics: metricsRequest }[signal];

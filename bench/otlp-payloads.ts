@@ -228,3 +228,16 @@ export function metricsRequest(points: number, seed = 1) {
     ],
   };
 }
+
+/** OTLP JSON ids are hex; protobuf wants bytes: the tree with its ids as bytes, for protobufjs. */
+export function hexIdsToBytes(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(hexIdsToBytes);
+  if (value === null || typeof value !== 'object') return value;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(value)) {
+    if ((k === 'traceId' || k === 'spanId' || k === 'parentSpanId') && typeof v === 'string') {
+      out[k] = Buffer.from(v, 'hex');
+    } else out[k] = hexIdsToBytes(v);
+  }
+  return out;
+}

@@ -26,7 +26,7 @@ import type { Signal } from '../src/otlp/index.ts';
 import type { DecodeResult } from '../src/server/decode.ts';
 import { defaultOptions } from '../src/storage/options.ts';
 import { decoderUnderTest } from './decoder-under-test.ts';
-import { logsRequest, metricsRequest, tracesRequest } from './otlp-payloads.ts';
+import { hexIdsToBytes, logsRequest, metricsRequest, tracesRequest } from './otlp-payloads.ts';
 
 const { values: args } = parseArgs({
   options: {
@@ -46,29 +46,8 @@ const SIGNALS: readonly Signal[] = ['traces', 'logs', 'metrics'];
 setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc') as () => void;
 
-const { codec, RequestDecoder } = await decoderUnderTest(undefined);
-const { server_config: server, storage_config: storage } = defaultOptions();
-const decoder = new RequestDecoder(
-  true,
-  {
-    validateRequired: true,
-    validateTypes: true,
-    normalizeServiceName: true,
-    defaultServiceName: 'unknown_service',
-    strictColumns: true,
-  },
-  { countLimit: server.attribute_count_limit, valueLengthLimit: server.attribute_value_length_limit },
-);
-
-const ID_KEYS = new Set(['traceId', 'spanId', 'parentSpanId']);
-function hexIdsToBytes(v: unknown): unknown {
-  if (Array.isArray(v)) return v.map(hexIdsToBytes);
-  if (v === null || typeof v !== 'object') return v;
-  const out: Record<string, unknown> = {};
-  for (const [k, x] of Object.entries(v))
-    out[k] = ID_KEYS.has(k) && typeof x === 'string' ? Buffer.from(x, 'hex') : hexIdsToBytes(x);
-  return out;
-}
+const { codec, decoder } = await decoderUnderTest(undefined);
+const { storage_config: storage } = defaultOptions();
 
 /** Each table's packed batches of `REQUESTS` protobuf requests of the signal (32 bodies cycled). */
 function batchesOf(signal: Signal): Map<string, unknown[]> {

@@ -66,7 +66,7 @@ import { loadProtobuf, type Signal } from '../src/otlp/index.ts';
 import { withServerEnv, withServerFlags } from '../src/server/node-flags.ts';
 import type { PartialOptions } from '../src/storage/options.ts';
 import { RawConnection, rawRequest } from './http-client.ts';
-import { logsRequest, metricsRequest, tracesRequest } from './otlp-payloads.ts';
+import { hexIdsToBytes, logsRequest, metricsRequest, tracesRequest } from './otlp-payloads.ts';
 
 /** Items per request unless --items says otherwise; the Collector's batch processor sends up to 8,192. */
 const ITEMS_PER_REQUEST = 100;
@@ -122,19 +122,6 @@ interface Body {
 function percentile(sorted: number[], p: number): number {
   if (sorted.length === 0) return Number.NaN;
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
-}
-
-/** OTLP JSON ids are hex; protobuf wants bytes. */
-function hexIdsToBytes(value: unknown): unknown {
-  if (Array.isArray(value)) return value.map(hexIdsToBytes);
-  if (value === null || typeof value !== 'object') return value;
-  const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(value)) {
-    if ((k === 'traceId' || k === 'spanId' || k === 'parentSpanId') && typeof v === 'string') {
-      out[k] = Buffer.from(v, 'hex');
-    } else out[k] = hexIdsToBytes(v);
-  }
-  return out;
 }
 
 async function buildBodies(
