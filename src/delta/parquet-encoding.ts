@@ -1,7 +1,8 @@
 // The pieces of a Parquet file both of the engine's writers use (parquet-writer.ts for data files,
 // checkpoint-writer.ts for checkpoints; parquet-concat.ts ends its joined files with them too):
-// parquet.thrift's numbers, thrift fields, a growable byte buffer, run-length-encoded levels,
-// packed booleans, a compressed data page, column chunks, row groups and the end of a file.
+// parquet.thrift's numbers, thrift fields, a growable byte buffer, run-length-encoded levels and
+// dictionary indexes, packed booleans, compressed data and dictionary pages, column chunks, row
+// groups and the end of a file.
 
 import { constants, zstdCompressSync } from 'node:zlib';
 import { VERSION } from '../version.ts';
