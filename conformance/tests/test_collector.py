@@ -369,11 +369,14 @@ def test_ids_attributes_and_types_of_a_sample(fanout):
 # --- 503 from a tiny queue, and the Collector's retries -----------------------------------------
 
 RETRIED = Load(traces=100, child_spans=2, logs=1000, points=40)
-# A queue of 128 rows, written in batches of 16: ten Collector consumers sending up to 50 items
-# (100 rows with their links) each find it full and get 503 with Retry-After.
+# A queue of 128 rows, written in batches of 16 with at most 32 rows taken from the queue until
+# they are written: ten Collector consumers sending up to 50 items (100 rows with their links)
+# each find it full and get 503 with Retry-After. Without the hold limit (65,536 rows by default)
+# the aggregator empties the queue as fast as requests fill it, and whether one ever found it full
+# depended on timing.
 TINY_QUEUE = {
     "producer_config": {"max_queue_size": 128, "block_timeout_s": 0.01},
-    "aggregator_config": {"max_batch_rows": 16, "min_batch_rows": 16, "max_age_s": 0.05},
+    "aggregator_config": {"max_batch_rows": 16, "min_batch_rows": 16, "max_age_s": 0.05, "max_pending_rows": 32},
 }
 
 
