@@ -13,7 +13,7 @@
 // each, the order swapped every block, and the B/A ratio of each pair of blocks is printed (one
 // process on a shared machine compares more finely than runs side by side; the same code against
 // a copy of itself gave medians of 0.96-1.06 over 30 blocks):
-//   mkdir -p .tmp/old && git archive <old commit> src proto | tar -x -C .tmp/old
+//   mkdir -p .tmp/old && git archive <old commit> src package.json | tar -x -C .tmp/old
 //   node bench/parquet-write.ts --src .tmp/old/src   # A = .tmp/old, B = this checkout
 
 import { mkdtempSync, rmSync, statSync } from 'node:fs';

@@ -223,7 +223,7 @@ function writePage(
 /**
  * Dictionary indexes in the RLE/bit-packed hybrid encoding of a data page's values: their bit
  * width in a byte, then RLE runs only (rows of a resource or scope repeat one index), each index
- * in the bytes its width takes. Runs may be pushed one by one and split: `push(i, n)`.
+ * in the bytes its width takes. Adjacent runs of one index are joined.
  */
 export class IndexRuns {
   private value = -1;
@@ -238,7 +238,8 @@ export class IndexRuns {
     out.byte(bits);
   }
 
-  push(index: number, n = 1): void {
+  /** Adds `n` rows of `index`. */
+  push(index: number, n: number): void {
     if (index !== this.value) {
       this.flush();
       this.value = index;

@@ -137,9 +137,14 @@ function utf8Spans(col: Utf8Data, from: number, to: number, emit: (a: number, b:
 /** Values shorter than this are copied by a loop: Buffer#copy costs ~100 ns a call, a loop ~3 ns a byte. */
 const SHORT_VALUE = 32;
 
-/** Definition levels and PLAIN values of rows [from, to) of a flat column. */
-function encodeFlat(col: Encodable, from: number, to: number, out: Bytes, stats: ChunkStats): number {
-  const valid = 'valid' in col ? col.valid : null;
+/** The definition levels of rows [from, to) of a flat column (1 valid, 0 null), nulls counted. */
+function definitionLevels(
+  valid: Uint8Array | null,
+  from: number,
+  to: number,
+  out: Bytes,
+  stats: ChunkStats,
+): void {
   const levels = new LevelRuns(out);
   if (valid === null) levels.pushRun(1, to - from);
   else {
@@ -149,6 +154,12 @@ function encodeFlat(col: Encodable, from: number, to: number, out: Bytes, stats:
     }
   }
   levels.end();
+}
+
+/** Definition levels and PLAIN values of rows [from, to) of a flat column. */
+function encodeFlat(col: Encodable, from: number, to: number, out: Bytes, stats: ChunkStats): number {
+  const valid = 'valid' in col ? col.valid : null;
+  definitionLevels(valid, from, to, out, stats);
   switch (col.kind) {
     case 'utf8': {
       // Copied by Buffer#copy: a view per value (subarray) made ~20 MB of young garbage a file.
@@ -319,19 +330,11 @@ function encodeDictionary(col: Utf8Data, from: number, to: number, stats: ChunkS
   const known = new Map<string, number>();
   dictionary.pos = 0;
   page.pos = 0;
-  const levels = new LevelRuns(page);
-  if (valid === null) levels.pushRun(1, to - from);
+  definitionLevels(valid, from, to, page, stats);
   let runs = 0;
   let index = -1;
   for (let i = from; i < to; i++) {
-    if (valid !== null) {
-      if (valid[i] !== 1) {
-        levels.push(0);
-        stats.nulls++;
-        continue;
-      }
-      levels.push(1);
-    }
+    if (valid !== null && valid[i] !== 1) continue;
     if (index < 0 || repeats?.[i] !== 1) {
       // A range's first value may repeat one from before it.
       const [a, b] = repeats?.[i] === 1 ? repeatedSpan(col, i) : [offsets[i]!, offsets[i + 1]!];
@@ -351,7 +354,6 @@ function encodeDictionary(col: Utf8Data, from: number, to: number, stats: ChunkS
     }
     runRows[runs - 1]!++;
   }
-  levels.end();
   const indexes = new IndexRuns(page, known.size);
   for (let r = 0; r < runs; r++) indexes.push(runIndex[r]!, runRows[r]!);
   indexes.end();

@@ -101,7 +101,7 @@ test('columns of an enclosing message are dictionary-encoded: their distinct val
   try {
     const schema = SCHEMAS.spans;
     const resources = ['{"service.name":"a"}', '{"service.name":"é"}', '{"service.name":"Ã©"}'];
-    // Runs of resources that come back (a, é, a, the latin-1 look-alike of é...), nulls between.
+    // Runs of 40 rows cycling through a, é and é's latin-1 look-alike, nulls between.
     const rows = makeRows(schema, 600, 4).map((r, i) => ({
       ...r,
       resource_attributes: i % 50 === 7 ? null : resources[Math.floor(i / 40) % 3]!,
