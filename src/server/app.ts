@@ -22,6 +22,8 @@ export interface BuildServerOptions {
   protobuf?: boolean;
   /** How long an ingest request may wait for room in a full queue; default: the logger's block_timeout_s. */
   ingestWaitMs?: number;
+  /** Bodies up to this many bytes are decoded on the event loop; default INLINE_BODY_BYTES (decode.ts), 0: none. */
+  inlineBodyBytes?: number;
 }
 
 /** A fastify app serving `logger`; call `listen()` on it, and `close()` before stopping the logger. */
@@ -54,6 +56,7 @@ export async function buildServer(logger: Logger, opts: BuildServerOptions = {})
     },
     workers: server.decode_workers ?? availableParallelism(),
     ...(opts.protobuf === undefined ? {} : { protobuf: opts.protobuf }),
+    ...(opts.inlineBodyBytes === undefined ? {} : { inlineBodyBytes: opts.inlineBodyBytes }),
   });
   // After the last request: fastify runs onClose hooks once in-flight requests are answered.
   app.addHook('onClose', async () => decoders.close());
@@ -106,6 +109,7 @@ export async function buildServer(logger: Logger, opts: BuildServerOptions = {})
         max: ms(loopDelay.max),
       },
       http: limits.stats(),
+      decode: decoders.stats(),
       ...logger.stats(),
       reads: reads.stats(),
     };

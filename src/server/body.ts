@@ -1,7 +1,7 @@
 // Request bodies: read into one buffer on the event loop, counting bytes as they arrive (an
-// oversized body is cut off at the limit), and decompressed by the decoder (a decode worker, or
-// the event loop with decode_workers 0) with the output capped at the same limit (a
-// decompression bomb stops there). Synchronous zlib in a worker takes half the CPU of streaming
+// oversized body is cut off at the limit), and decompressed by the decoder (a decode worker; the
+// event loop with decode_workers 0 or for a small body) with the output capped at the same limit
+// (a decompression bomb stops there). Synchronous zlib in a worker takes half the CPU of streaming
 // it through the event loop and the thread pool. The bytes of all bodies held at once are
 // bounded by one BodyBudget.
 

@@ -3,7 +3,8 @@
 // project id held to the rule), apply the attribute limits, validate and normalize each row
 // straight into the table's column builder, counting the rows of each project. This is the
 // CPU-heavy part of ingest; the server runs it in decode worker threads (see decode-worker.ts), so
-// only small batches in one buffer each come back to the event loop.
+// only small batches in one buffer each come back to the event loop. A small body is decoded on
+// the event loop instead: posting it to a worker and its result back costs more than decoding it.
 
 import { BatchBuilder, type PackedBatch } from '../delta/batch.ts';
 import {
@@ -191,12 +192,33 @@ export interface DecoderInit {
  */
 const DECODER_YOUNG_GENERATION_MB = 16;
 
+/**
+ * Bodies of at most this many bytes, as sent and decompressed, are decoded on the event loop even
+ * when there are decode workers. Posting a body to a worker and its result back cost ~55-120 µs of
+ * CPU on a slow day of this project's 2-core machine (two threads woken, the result serialized),
+ * about what decoding 10 items does; 8 KiB decode there in ~0.1-0.3 ms. With 10-item requests
+ * (1.8-7.2 KB, what an SDK sends under light load) the server took 4-29% less CPU per item
+ * (median 23%) and 0.88-1.23x the items/s (median 1.08x: the event loop, now ~80% busy, is the
+ * limit), the decode workers never started (peak RSS 168-194 against 211-249 MiB), and the
+ * half-load p99 was no higher (docs/benchmarks.md). Not more: with every body on the event loop
+ * (decode_workers 0) 100-item requests went 8-25% slower. Those (24-99 KB) go to the workers.
+ */
+export const INLINE_BODY_BYTES = 8 * 1024;
+
 export interface DecodersOptions {
   settings: ValidationSettings;
   limits: AttributeLimits;
   workers: number;
   /** Whether protobuf bodies are decoded. Default: when the optional protobufjs is installed. */
   protobuf?: boolean;
+  /** Bodies decoded on the event loop even with workers (INLINE_BODY_BYTES; 0: none). */
+  inlineBodyBytes?: number;
+}
+
+/** Bodies decoded so far, by where (/healthz `decode`). */
+export interface DecodeStats {
+  event_loop: number;
+  workers: number;
 }
 
 /**
@@ -208,7 +230,10 @@ export class Decoders {
   /** Whether protobuf bodies are decoded; the ingest route refuses them (415) when not. */
   readonly protobuf: boolean;
   private readonly pool: WorkerPool | null;
-  private readonly inline: RequestDecoder | null;
+  /** Decodes on the event loop: every body without workers, small ones with them. */
+  private readonly inline: RequestDecoder;
+  private readonly inlineBodyBytes: number;
+  private readonly counts: DecodeStats = { event_loop: 0, workers: 0 };
 
   /** Settles, once, whether protobuf is decoded: the ingest route and /healthz read `protobuf`. */
   static async create(o: DecodersOptions): Promise<Decoders> {
@@ -218,6 +243,8 @@ export class Decoders {
   private constructor(o: DecodersOptions, protobuf: boolean) {
     const { settings, limits, workers } = o;
     this.protobuf = protobuf;
+    this.inline = new RequestDecoder(protobuf, settings, limits);
+    this.inlineBodyBytes = o.inlineBodyBytes ?? INLINE_BODY_BYTES;
     if (workers > 0) {
       const workerData: DecoderInit = { protobuf, settings, limits };
       // Two tasks per worker: it decodes the next body while the event loop queues the last one.
@@ -229,19 +256,51 @@ export class Decoders {
         // gzip bodies); capped, RSS stayed at 830-900 MiB at the same throughput.
         resourceLimits: { maxYoungGenerationSizeMb: DECODER_YOUNG_GENERATION_MB },
       });
-      this.inline = null;
-    } else {
-      this.pool = null;
-      this.inline = new RequestDecoder(protobuf, settings, limits);
+    } else this.pool = null;
+  }
+
+  /**
+   * Decodes a body: on the event loop without workers or when it is small (`small`), else in a
+   * worker; a body that does not own its whole buffer is copied once to cross threads.
+   */
+  async decode(task: DecodeTask): Promise<DecodeResult> {
+    const here = this.pool ? this.small(task) : task;
+    if (here !== null) {
+      this.counts.event_loop++;
+      return this.inline.decode(here);
+    }
+    this.counts.workers++;
+    let body = task.body;
+    if (body.byteOffset !== 0 || body.byteLength !== body.buffer.byteLength) body = new Uint8Array(body);
+    return this.pool!.run<DecodeResult>('decode', { ...task, body }, [body.buffer as ArrayBuffer]);
+  }
+
+  /**
+   * The task with its body decompressed when that body is at most `inlineBodyBytes` both as sent
+   * and decompressed (the output is capped there, so a small compressed body that expands far
+   * costs the event loop no more); null for any other, which a worker decodes (and words the
+   * error of one that cannot be decompressed).
+   */
+  private small(task: DecodeTask): DecodeTask | null {
+    const limit = Math.min(this.inlineBodyBytes, task.bodyLimit);
+    const body = task.body;
+    if (body.length > limit) return null;
+    if (task.codings.length === 0) return task;
+    try {
+      const plain = decompress(
+        Buffer.from(body.buffer, body.byteOffset, body.byteLength),
+        task.codings,
+        limit,
+      );
+      return { ...task, body: plain, codings: [] };
+    } catch (err) {
+      if (err instanceof BodyError) return null;
+      throw err;
     }
   }
 
-  /** Decodes a body; a body that does not own its whole buffer is copied once to cross threads. */
-  async decode(task: DecodeTask): Promise<DecodeResult> {
-    if (!this.pool) return this.inline!.decode(task);
-    let body = task.body;
-    if (body.byteOffset !== 0 || body.byteLength !== body.buffer.byteLength) body = new Uint8Array(body);
-    return this.pool.run<DecodeResult>('decode', { ...task, body }, [body.buffer as ArrayBuffer]);
+  stats(): DecodeStats {
+    return { ...this.counts };
   }
 
   async close(): Promise<void> {

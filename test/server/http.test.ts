@@ -9,6 +9,7 @@ import * as zlib from 'node:zlib';
 import { compressFrameSync } from 'lz4-napi';
 import { Compressor, compressSync as snappyCompress } from 'snappy';
 import { closeReadWorkers } from '../../src/read/index.ts';
+import { INLINE_BODY_BYTES } from '../../src/server/decode.ts';
 import { FIXTURE_LOG_ATTRIBUTES } from '../otlp/helpers.ts';
 import {
   decodeStatusProto,
@@ -28,12 +29,21 @@ const attrs = (row: Record<string, unknown>, column = 'attributes') => JSON.pars
 
 after(() => closeReadWorkers());
 
-// Bodies are decoded in worker threads by default (one per core); 0 decodes on the event loop.
-for (const decodeWorkers of [null, 0]) {
-  describe(`OTLP fixtures in, rows out through /api (decode_workers ${decodeWorkers})`, () => {
+// Bodies are decoded in worker threads by default (one per core), small ones (these fixtures) on
+// the event loop; decode_workers 0 decodes every body on the event loop. Each route, in turn.
+const ROUTES = [
+  { name: 'decode workers, small bodies on the event loop', decodeWorkers: null, inlineBodyBytes: undefined },
+  { name: 'every body in a decode worker', decodeWorkers: null, inlineBodyBytes: 0 },
+  { name: 'decode_workers 0', decodeWorkers: 0, inlineBodyBytes: undefined },
+];
+for (const route of ROUTES) {
+  describe(`OTLP fixtures in, rows out through /api (${route.name})`, () => {
     let s: TestServer;
     before(async () => {
-      s = await startServer({ server_config: { decode_workers: decodeWorkers } });
+      s = await startServer(
+        { server_config: { decode_workers: route.decodeWorkers } },
+        route.inlineBodyBytes === undefined ? {} : { inlineBodyBytes: route.inlineBodyBytes },
+      );
     });
     after(() => s.close());
 
@@ -270,6 +280,58 @@ function logsRequest(project: string | null, bodies: string[], service = 'svc'):
     ],
   });
 }
+
+describe('where a body is decoded', () => {
+  test('a small body on the event loop, a larger one (as sent or decompressed) in a decode worker, each stored whole', async () => {
+    const s = await startServer(); // decode workers, one per core
+    try {
+      const where = async () => (await getJson(`${s.url}/healthz`)).body.decode;
+      const lines = (n: number, text: string) => Array.from({ length: n }, (_, i) => `${text} ${i}`);
+      const send = async (body: string | Buffer, headers: Record<string, string> = {}) =>
+        post(`${s.url}/v1/logs`, body, { ...JSON_CT, ...headers });
+      assert.deepEqual(await where(), { event_loop: 0, workers: 0 });
+
+      const small = logsRequest('dw-small', lines(3, 'small'));
+      assert.ok(small.length <= INLINE_BODY_BYTES);
+      assert.equal((await send(small)).status, 200);
+      assert.deepEqual(await where(), { event_loop: 1, workers: 0 });
+
+      const large = logsRequest('dw-large', lines(100, `large ${'y'.repeat(80)}`));
+      assert.ok(large.length > INLINE_BODY_BYTES);
+      assert.equal((await send(large)).status, 200);
+      assert.deepEqual(await where(), { event_loop: 1, workers: 1 });
+
+      // Compressed: small as sent and decompressed, then small as sent only (the output is capped).
+      const gz = zlib.gzipSync(small.replace('dw-small', 'dw-gz'));
+      assert.equal((await send(gz, { 'content-encoding': 'gzip' })).status, 200);
+      assert.deepEqual(await where(), { event_loop: 2, workers: 1 });
+      const expanding = logsRequest('dw-expand', lines(300, `same ${'z'.repeat(100)}`));
+      const packed = zlib.gzipSync(expanding);
+      assert.ok(packed.length <= INLINE_BODY_BYTES && expanding.length > INLINE_BODY_BYTES);
+      assert.equal((await send(packed, { 'content-encoding': 'gzip' })).status, 200);
+      assert.deepEqual(await where(), { event_loop: 2, workers: 2 });
+
+      // A small body that cannot be decompressed: the worker refuses it as it always has.
+      const corrupt = await send(Buffer.from('not gzip at all'), { 'content-encoding': 'gzip' });
+      assert.equal(corrupt.status, 400);
+      assert.match(JSON.parse(corrupt.text).message, /cannot decompress the request body/);
+      assert.deepEqual(await where(), { event_loop: 2, workers: 3 });
+
+      await waitWritten(s.url, 3 + 100 + 3 + 300);
+      for (const [project, n] of [
+        ['dw-small', 3],
+        ['dw-large', 100],
+        ['dw-gz', 3],
+        ['dw-expand', 300],
+      ] as const) {
+        const { body } = await getJson(`${s.url}/api/logs?project_id=${project}&limit=1000`);
+        assert.equal(body.count, n, project);
+      }
+    } finally {
+      await s.close();
+    }
+  });
+});
 
 describe('project id, partial success, empty requests', () => {
   let s: TestServer;
@@ -739,6 +801,7 @@ describe('/healthz, /api parameters and the OpenAPI document', () => {
     assert.equal(body.producer.queue_capacity, 2048);
     assert.ok(body.aggregator.rows_written >= count);
     assert.ok(['event_loop', 'pool'].includes(body.wal.write_path), `wal.write_path ${body.wal.write_path}`);
+    assert.deepEqual(body.decode, { event_loop: 0, workers: 1 }, 'one body of 150 records: a decode worker');
     assert.equal(typeof body.shipper.enabled, 'boolean');
   });
 
