@@ -200,8 +200,10 @@ const DECODER_YOUNG_GENERATION_MB = 16;
  * (1.8-7.2 KB, what an SDK sends under light load) the server took 4-29% less CPU per item
  * (median 23%) and 0.88-1.23x the items/s (median 1.08x: the event loop, now ~80% busy, is the
  * limit), the decode workers never started (peak RSS 168-194 against 211-249 MiB), and the
- * half-load p99 was no higher (docs/benchmarks.md). Not more: with every body on the event loop
- * (decode_workers 0) 100-item requests went 8-25% slower. Those (24-99 KB) go to the workers.
+ * half-load p99 was no higher (docs/benchmarks.md). Not more: at 32 KiB, with 30-item requests
+ * (9-20 KB) decoded there, the half-load p99 over protobuf was 20.1-26.7 ms against 10.5-19.6 in
+ * the workers, and logs over JSON went 11-26% slower. The bench's 100-item requests (24-99 KB) go
+ * to the workers.
  */
 export const INLINE_BODY_BYTES = 8 * 1024;
 
