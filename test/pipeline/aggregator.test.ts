@@ -273,8 +273,10 @@ describe('Aggregator', () => {
     );
     const [first, second] = tables.starts.get(key)!;
     const gap = second! - first!;
-    // 500 ms, plus a timer's lateness: not at once, and before max_age_s.
-    assert.ok(gap >= 490 && gap < 1000, `second file started ${gap.toFixed(0)} ms after the first`);
+    // 500 ms, plus a timer's lateness: not at once, and before max_age_s. The writes are timed
+    // where the table receives them, after the aggregator's clock: the first one also waits for
+    // the table to open, which a busy machine delayed by 15 ms once (a gap of 485 ms).
+    assert.ok(gap >= 400 && gap < 1000, `second file started ${gap.toFixed(0)} ms after the first`);
     await agg.close();
   });
 
