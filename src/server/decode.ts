@@ -225,8 +225,9 @@ export interface DecodeStats {
 
 /**
  * Where request bodies are decoded: a pool of `workers` threads, or the calling thread with 0
- * workers (the same code either way). The bodies waiting for a worker are bounded by the server's
- * BodyBudget (body.ts), which counts every body from its first byte until it is answered.
+ * workers and for a small body (the same code either way). The bodies waiting for a worker are
+ * bounded by the server's BodyBudget (body.ts), which counts every body from its first byte until
+ * it is answered.
  */
 export class Decoders {
   /** Whether protobuf bodies are decoded; the ingest route refuses them (415) when not. */
