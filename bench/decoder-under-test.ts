@@ -4,6 +4,7 @@
 
 import { resolve } from 'node:path';
 import { loadProtobuf } from '../src/otlp/index.ts';
+import { validationSettings } from '../src/schema/validate.ts';
 import { defaultOptions } from '../src/storage/options.ts';
 
 export async function decoderUnderTest(src: string | undefined) {
@@ -16,16 +17,11 @@ export async function decoderUnderTest(src: string | undefined) {
   // Before issue 19 the decoder took protobufjs' codec; since then whether protobuf is on (the
   // codec is truthy). The attribute limits (issue 21) are the defaults; a decoder from before
   // ignores them.
-  const { server_config: server } = defaultOptions();
+  const o = defaultOptions();
+  const { server_config: server } = o;
   const decoder = new RequestDecoder(
     codec as unknown as boolean,
-    {
-      validateRequired: true,
-      validateTypes: true,
-      normalizeServiceName: true,
-      defaultServiceName: 'unknown_service',
-      strictColumns: true,
-    },
+    validationSettings(o.producer_config, o.aggregator_config.strict_df),
     { countLimit: server.attribute_count_limit, valueLengthLimit: server.attribute_value_length_limit },
   );
   return { codec, srcDir, RequestDecoder, decoder };
