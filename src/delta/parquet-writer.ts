@@ -294,21 +294,41 @@ function rowBytes(col: Encodable, from: number, to: number): number {
   }
 }
 
+/** Bytes gathered before a write to the file (a file of 9,000 log records is ~60 KB). */
+const WRITE_BYTES = 1 << 20;
+
+/**
+ * The file being written, through a buffer: a system call for each page and for each page's
+ * header (~60 a file of log records) took 3-9% of the CPU of writing a file of 100 rows.
+ */
 class FileOut {
+  /** Bytes written so far, those still in the buffer included. */
   pos = 0;
   readonly fd: number;
   constructor(fd: number) {
     this.fd = fd;
+    pending.pos = 0;
   }
   write(b: Uint8Array): void {
+    if (pending.pos + b.length > WRITE_BYTES) this.flush();
+    if (b.length > WRITE_BYTES) this.writeAll(b);
+    else pending.raw(b);
+    this.pos += b.length;
+  }
+  flush(): void {
+    this.writeAll(pending.bytes());
+    pending.pos = 0;
+  }
+  private writeAll(b: Uint8Array): void {
     let done = 0;
     while (done < b.length) done += writeSync(this.fd, b, done, b.length - done);
-    this.pos += b.length;
   }
 }
 
 const page = new Bytes();
 const dictionary = new Bytes();
+/** FileOut's buffer, kept from file to file. */
+const pending = new Bytes();
 /** Runs of one dictionary index: the index and its rows. */
 let runIndex = new Int32Array(1024);
 let runRows = new Int32Array(1024);
@@ -450,6 +470,7 @@ export function writeParquetFile(
     }
     const schema: TStruct[] = [[bin(4, 'root'), i32(5, columns.length)], ...columns.flatMap(schemaElements)];
     for (const bytes of fileEnd(schema, n, rowGroups, columns.length)) out.write(bytes);
+    out.flush();
   } finally {
     closeSync(fd);
   }

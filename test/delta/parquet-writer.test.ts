@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -71,6 +72,25 @@ test('row groups and pages: many of each, and the footer says so', async () => {
     }
     const df = pl.readParquet(path);
     assert.equal(df.height, 230);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('a file larger than the write buffer: its bytes arrive whole and in order', () => {
+  const dir = tempDir();
+  try {
+    const schema = SCHEMAS.logs;
+    // Bodies zstd cannot shrink: ~2 MB of pages in 1 MiB writes, and one page of its own over 1 MiB.
+    const noise = (n: number) => randomBytes(n).toString('base64').slice(0, n);
+    const rows = makeRows(schema, 250, 9).map((r, i) => ({
+      ...r,
+      body: noise(i === 100 ? 1_500_000 : 8_000),
+    }));
+    const path = join(dir, 'logs.parquet');
+    writeParquetFile(path, schema.columns, batchFromRows(schema, rows), { zstdLevel: 3, rowGroupSize: 1000 });
+    assert.ok(statSync(path).size > 2_000_000, `${statSync(path).size} bytes`);
+    assert.deepEqual(readRows([path], schema), sortRows(rows.map((r) => rowToJson(schema, r))));
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
