@@ -1,8 +1,8 @@
 // The Parquet worker's step of the server, per signal: a file per table from the batches of the
 // requests one writer pacing interval gathers (the decoder's packed per-request batches joined,
-// src/delta/batch.ts joinBatches, then src/delta/parquet-writer.ts writeParquetFile). Prints CPU
-// milliseconds per file set (one file of each of the signal's tables), the median over blocks,
-// and the files' bytes.
+// src/delta/batch.ts joinBatches into an Arena kept from file to file as the worker keeps one,
+// then src/delta/parquet-writer.ts writeParquetFile). Prints CPU milliseconds per file set (one
+// file of each of the signal's tables), the median over blocks, and the files' bytes.
 //
 //   node bench/parquet-write.ts [--requests 90] [--blocks 30] [--files 10] [--signal S] [--src DIR]
 //
@@ -92,6 +92,13 @@ if (args.src !== undefined) writers.unshift(await writerOf(args.src));
 const out = mkdtempSync(join(tmpdir(), 'otelake-parquet-write-'));
 let seq = 0;
 
+/** Each writer's join buffers, kept from file to file as the Parquet worker keeps its own (one for every table). */
+const arenas = new Map<string, InstanceType<typeof import('../src/delta/batch.ts').Arena>>();
+function arenaOf(w: (typeof writers)[number]) {
+  if (!arenas.has(w.src)) arenas.set(w.src, new w.batch.Arena());
+  return arenas.get(w.src);
+}
+
 /** Writes one file per table; returns their bytes. */
 function fileSet(w: (typeof writers)[number], tables: Map<string, unknown[]>): number {
   let bytes = 0;
@@ -100,6 +107,7 @@ function fileSet(w: (typeof writers)[number], tables: Map<string, unknown[]>): n
     const batch = w.batch.joinBatches(
       parts as Parameters<typeof w.batch.joinBatches>[0],
       columns.map((c) => c.name),
+      arenaOf(w),
     );
     const path = join(out, `${seq++}.parquet`);
     w.writer.writeParquetFile(path, columns, batch, { zstdLevel: storage.zstd_level, rowGroupSize: 1 << 20 });
