@@ -141,15 +141,15 @@ const DRAIN_CHUNK = 2048;
 /**
  * Files of one (table, day) written at once. Batches cut while both are under way wait, and are
  * then written together as one file: the number of files follows what the writer can do, not the
- * batch size (each file costs ~15 ms of CPU whatever its rows).
+ * batch size (a file costs 7-8 ms of CPU whatever its rows on a slow day, its commit included).
  */
 const PARALLEL_WRITES = 2;
 /**
  * Under load a (table, day) starts its next file once FILE_ROWS rows wait for it, or half of
  * max_age_s after its last file started, whichever comes first: the batches cut meanwhile (up
  * to max_batch_rows each, or one request) join into one file and one commit, so files follow the
- * rate at which rows arrive, not the batch size, and each file's fixed cost (~15 ms of CPU) is
- * spread over many rows.
+ * rate at which rows arrive, not the batch size, and each file's fixed cost (7-8 ms of CPU on a
+ * slow day) is spread over many rows.
  * With a file every 100 ms instead, metrics at the default options (two tables) were written as
  * files of ~3,300 rows, twice as many, and peaked ~15 MiB higher (docs/benchmarks.md).
  * Half of max_age_s keeps the bound on a row's wait while a write lane is free: the file before
