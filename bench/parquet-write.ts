@@ -92,7 +92,7 @@ if (args.src !== undefined) writers.unshift(await writerOf(args.src));
 const out = mkdtempSync(join(tmpdir(), 'otelake-parquet-write-'));
 let seq = 0;
 
-/** Each writer's join buffers, kept from file to file as the Parquet worker keeps its own (one for every table). */
+/** Each writer's join buffers, kept from file to file, as the Parquet worker keeps its own. */
 const arenas = new Map<string, InstanceType<typeof import('../src/delta/batch.ts').Arena>>();
 function arenaOf(w: (typeof writers)[number]) {
   if (!arenas.has(w.src)) arenas.set(w.src, new w.batch.Arena());
