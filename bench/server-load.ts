@@ -10,7 +10,8 @@
 //   - request latency p50/p99 at full load (closed loop: each connection sends its next request
 //     when the previous one is answered);
 //   - request latency p50/p99 at half the measured rate (open loop, measured from the scheduled
-//     send time, so a stall is not hidden);
+//     send time, so a stall is not hidden), and that phase's CPU seconds per million items and
+//     rows per file once its rows are written (with `--half-rate`, any lighter load's);
 //   - the server process's peak RSS (VmHWM), its CPU (process and event loop), CPU seconds per
 //     million items, and the event-loop delay p99/max it reports on /healthz.
 // Request bodies are encoded (and gzipped) before the clock starts: the generator only sends, each
@@ -25,7 +26,8 @@
 //          [--durability wal,memory] [--options default,tuned] [--rounds 1]
 //
 // `--half-rate N` runs the open-loop phase at N items/s instead of half the measured rate: to
-// compare two builds' latency at the same load when their full-load throughput differs.
+// compare two builds' latency at the same load when their full-load throughput differs, or to see
+// what an item costs under a light load (a file's fixed cost spread over fewer rows).
 //
 // `--items N` sends requests of N items (100 by default; the Collector's batch processor sends up
 // to 8,192, an SDK's batch processor up to 512).
@@ -431,13 +433,25 @@ async function main(): Promise<void> {
       full.latencies.sort((a, b) => a - b);
 
       let half: PhaseResult | null = null;
+      let halfCpuPerMillion: number | null = null;
+      let halfRowsPerFile: number | null = null;
       if (!values['no-half']) {
         // Let the backlog of the full-load phase drain first.
         const acceptedSoFar = (warm.statuses[200] ?? 0) + accepted;
         await waitDrained(server.url, acceptedSoFar * rowsPerRequest, 30_000);
         const rps = halfRate ? halfRate / itemsPerRequest : Math.max(1, committedRows / rowsPerRequest / 2);
+        const { rows_written: w2, batches_written: b2 } = (await health(server.url)).aggregator;
+        const c2 = await cpuSeconds(server.pid);
         half = await openLoop(server.url, bodies, connections, seconds * 1000, path, rps);
         half.latencies.sort((a, b) => a - b);
+        // What the phase's rows cost once written: a lighter load spreads each file over fewer rows.
+        await waitDrained(server.url, (acceptedSoFar + (half.statuses[200] ?? 0)) * rowsPerRequest, 30_000);
+        const { rows_written: w3, batches_written: b3 } = (await health(server.url)).aggregator;
+        const c3 = await cpuSeconds(server.pid);
+        if (w3 > w2)
+          halfCpuPerMillion =
+            (c3.process - c2.process) / (((w3 - w2) * (itemsPerRequest / rowsPerRequest)) / 1e6);
+        if (b3 > b2) halfRowsPerFile = (w3 - w2) / (b3 - b2);
       }
       const peak = await peakRssMiB(server.pid);
       const loop = (await health(server.url)).event_loop_delay_ms;
@@ -455,6 +469,8 @@ async function main(): Promise<void> {
         half
           ? `${Math.round((half.requests * itemsPerRequest) / seconds).toLocaleString('en-US')}: ${percentile(half.latencies, 50).toFixed(1)} / ${percentile(half.latencies, 99).toFixed(1)}`
           : '-',
+        halfCpuPerMillion === null ? '-' : halfCpuPerMillion.toFixed(1),
+        halfRowsPerFile === null ? '-' : Math.round(halfRowsPerFile).toLocaleString('en-US'),
         String(peak),
         `${(cpuProcess * 100).toFixed(0)}% / ${(cpuMain * 100).toFixed(0)}%`,
         cpuPerMillion.toFixed(1),
@@ -481,9 +497,9 @@ async function main(): Promise<void> {
   }
   console.log('');
   console.log(
-    '| scenario | body bytes | committed items/s | accepted items/s | full-load p50 / p99 ms | half rate items/s: p50 / p99 ms | server peak RSS MiB | server CPU process / main thread | server CPU s per 1M items | rows per file | event-loop delay p99 / max ms | statuses |',
+    '| scenario | body bytes | committed items/s | accepted items/s | full-load p50 / p99 ms | half rate items/s: p50 / p99 ms | half rate: CPU s per 1M items | half rate: rows per file | server peak RSS MiB | server CPU process / main thread | server CPU s per 1M items | rows per file | event-loop delay p99 / max ms | statuses |',
   );
-  console.log('|---|---|---|---|---|---|---|---|---|---|---|---|');
+  console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const r of rows) console.log(`| ${r.join(' | ')} |`);
   if (rounds > 1) printRounds(results);
 }
