@@ -1,7 +1,6 @@
 // The fastify application: OTLP/HTTP ingest, /healthz, and the read API over one logger.
 
 import { availableParallelism } from 'node:os';
-import { monitorEventLoopDelay } from 'node:perf_hooks';
 import Fastify, { type FastifyInstance, type FastifyServerOptions, LogController } from 'fastify';
 import type { Logger } from '../index.ts';
 import { isValidProjectId, PROJECT_ID_RULE } from '../schema/project.ts';
@@ -12,6 +11,7 @@ import { Decoders } from './decode.ts';
 import { ProjectRates } from './fairness.ts';
 import { registerIngestRoutes } from './ingest.ts';
 import { ServerLimits } from './limits.ts';
+import { LoopDelay } from './loop-delay.ts';
 import { registerReadRoutes } from './read-api.ts';
 import { logRefusals, noteRefusal } from './refusals.ts';
 
@@ -72,13 +72,13 @@ export async function buildServer(logger: Logger, opts: BuildServerOptions = {})
       .send({ error: status >= 500 ? 'Internal Server Error' : 'Bad Request', message: err.message });
   });
 
-  // How long the event loop is held up (Parquet batches, large requests): the first suspect of slow answers.
-  // The histogram records the whole timer interval: the delay is what exceeds the resolution.
-  const LOOP_RESOLUTION_MS = 10;
-  const loopDelay = monitorEventLoopDelay({ resolution: LOOP_RESOLUTION_MS });
-  loopDelay.enable();
-  app.addHook('onClose', async () => loopDelay.disable());
-  const ms = (ns: number) => Math.max(0, Math.round(ns / 1e4 - LOOP_RESOLUTION_MS * 100) / 100);
+  // The event loop's delay for /healthz, sampled while requests come (loop-delay.ts).
+  const loopDelay = new LoopDelay();
+  app.addHook('onRequest', (_request, _reply, done) => {
+    loopDelay.request();
+    done();
+  });
+  app.addHook('onClose', async () => loopDelay.close());
 
   // Before the routes: every request passes the Host rule and, with auth on, shows its token.
   const tokens = new TokenFile(logger.layout.tokensFile);
@@ -103,11 +103,7 @@ export async function buildServer(logger: Logger, opts: BuildServerOptions = {})
       instance_id: logger.layout.instanceId,
       protobuf: decoders.protobuf,
       memory: { rss: mem.rss, heap_used: mem.heapUsed, heap_total: mem.heapTotal, external: mem.external },
-      event_loop_delay_ms: {
-        p50: ms(loopDelay.percentile(50)),
-        p99: ms(loopDelay.percentile(99)),
-        max: ms(loopDelay.max),
-      },
+      event_loop_delay_ms: loopDelay.stats(),
       http: limits.stats(),
       decode: decoders.stats(),
       ...logger.stats(),
