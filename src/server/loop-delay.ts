@@ -1,6 +1,6 @@
 // How long the event loop is held up (Parquet batches, large requests): the first suspect of slow
 // answers. A timer every 10 ms measures it, but only while requests come: on an idle server its
-// 100 wake-ups a second were most of the process's CPU (13 ms a second of the 15 on a 2-core
+// 100 wake-ups a second were most of the process's CPU (13 ms a second of ~17 on a 2-core
 // machine). Sampling stops once no request has come for `idleMs` and starts again with the next.
 
 import { monitorEventLoopDelay } from 'node:perf_hooks';
@@ -11,26 +11,26 @@ const RESOLUTION_MS = 10;
 export class LoopDelay {
   private readonly histogram = monitorEventLoopDelay({ resolution: RESOLUTION_MS });
   private readonly idleMs: number;
-  private readonly idleCheck: NodeJS.Timeout;
+  /** Runs while sampling, to stop it once requests stop: an idle server has no timer of this. */
+  private idleCheck: NodeJS.Timeout | null = null;
   private lastRequestAt = 0;
-  sampling = false;
 
   constructor(idleMs = 2_000) {
     this.idleMs = idleMs;
-    this.idleCheck = setInterval(() => {
-      if (this.sampling && performance.now() - this.lastRequestAt >= this.idleMs) {
-        this.histogram.disable();
-        this.sampling = false;
-      }
-    }, idleMs).unref();
+  }
+
+  get sampling(): boolean {
+    return this.idleCheck !== null;
   }
 
   /** A request came: sample from now on, until `idleMs` without one. */
   request(): void {
     this.lastRequestAt = performance.now();
-    if (this.sampling) return;
+    if (this.idleCheck !== null) return;
     this.histogram.enable();
-    this.sampling = true;
+    this.idleCheck = setInterval(() => {
+      if (performance.now() - this.lastRequestAt >= this.idleMs) this.close();
+    }, this.idleMs).unref();
   }
 
   /** Milliseconds the loop was held up beyond the interval, over the time it was sampled. */
@@ -40,9 +40,10 @@ export class LoopDelay {
     return { p50: ms(h.percentile(50)), p99: ms(h.percentile(99)), max: ms(h.max) };
   }
 
+  /** Stops sampling (until the next request); what was sampled stays. */
   close(): void {
-    clearInterval(this.idleCheck);
+    if (this.idleCheck !== null) clearInterval(this.idleCheck);
+    this.idleCheck = null;
     this.histogram.disable();
-    this.sampling = false;
   }
 }
