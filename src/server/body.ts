@@ -33,10 +33,25 @@ const MAX_DEFLATE_RATIO = 1032;
  * for a body too short to hold a trailer.
  */
 export function gunzipBufferSize(body: Uint8Array, limit: number): number | undefined {
+  const announced = gzipAnnouncedSize(body);
+  if (announced === undefined) return undefined;
+  return Math.max(64, Math.min(announced + 1, body.length * MAX_DEFLATE_RATIO, limit + 1));
+}
+
+/**
+ * The size a gzip body's trailer announces (ISIZE: the input's length modulo 2^32), or undefined
+ * for a body too short to hold a header and a trailer. A hint only: nothing checks it until the
+ * body is inflated.
+ */
+export function gzipAnnouncedSize(body: Uint8Array): number | undefined {
   if (body.length < 18) return undefined;
   const n = body.length;
-  const announced = (body[n - 4]! | (body[n - 3]! << 8) | (body[n - 2]! << 16) | (body[n - 1]! << 24)) >>> 0;
-  return Math.max(64, Math.min(announced + 1, n * MAX_DEFLATE_RATIO, limit + 1));
+  return (body[n - 4]! | (body[n - 3]! << 8) | (body[n - 2]! << 16) | (body[n - 1]! << 24)) >>> 0;
+}
+
+/** Whether a coding (from `codingsFor`) is gzip. */
+export function isGzip(coding: string): boolean {
+  return coding === 'gzip' || coding === 'x-gzip';
 }
 
 function gunzip(body: Buffer, options: { maxOutputLength: number }): Buffer {

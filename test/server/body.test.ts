@@ -10,6 +10,7 @@ import {
   codingsFor,
   decompress,
   gunzipBufferSize,
+  gzipAnnouncedSize,
   readBody,
 } from '../../src/server/body.ts';
 
@@ -102,6 +103,9 @@ describe('readBody and decompress', () => {
     assert.equal(gunzipBufferSize(liar, LIMIT), 30 * 1032);
     assert.equal(gunzipBufferSize(Buffer.concat([Buffer.alloc(5000), liar]), LIMIT), LIMIT + 1);
     assert.equal(gunzipBufferSize(Buffer.alloc(10), LIMIT), undefined);
+    assert.equal(gzipAnnouncedSize(gz), payload.length);
+    assert.equal(gzipAnnouncedSize(liar), 0xffffffff);
+    assert.equal(gzipAnnouncedSize(Buffer.alloc(17)), undefined);
     // Two members: the trailer announces only the last one; all of it comes out.
     const small = randomBytes(100);
     const res = await post(Buffer.concat([gz, zlib.gzipSync(small)]), { 'content-encoding': 'gzip' });

@@ -310,19 +310,27 @@ describe('where a body is decoded', () => {
       assert.ok(packed.length <= INLINE_BODY_BYTES && expanding.length > INLINE_BODY_BYTES);
       assert.equal((await send(packed, { 'content-encoding': 'gzip' })).status, 200);
       assert.deepEqual(await where(), { event_loop: 2, workers: 2 });
+      // Two gzip members: the trailer announces only the last, small one, so the event loop tries
+      // the body, the capped output stops it, and a worker decodes it whole.
+      const twice = logsRequest('dw-twice', lines(300, `again ${'w'.repeat(100)}`));
+      const members = Buffer.concat([zlib.gzipSync(twice.slice(0, -50)), zlib.gzipSync(twice.slice(-50))]);
+      assert.ok(members.length <= INLINE_BODY_BYTES && members.readUInt32LE(members.length - 4) === 50);
+      assert.equal((await send(members, { 'content-encoding': 'gzip' })).status, 200);
+      assert.deepEqual(await where(), { event_loop: 2, workers: 3 });
 
       // A small body that cannot be decompressed: the worker refuses it as it always has.
       const corrupt = await send(Buffer.from('not gzip at all'), { 'content-encoding': 'gzip' });
       assert.equal(corrupt.status, 400);
       assert.match(JSON.parse(corrupt.text).message, /cannot decompress the request body/);
-      assert.deepEqual(await where(), { event_loop: 2, workers: 3 });
+      assert.deepEqual(await where(), { event_loop: 2, workers: 4 });
 
-      await waitWritten(s.url, 3 + 100 + 3 + 300);
+      await waitWritten(s.url, 3 + 100 + 3 + 300 + 300);
       for (const [project, n] of [
         ['dw-small', 3],
         ['dw-large', 100],
         ['dw-gz', 3],
         ['dw-expand', 300],
+        ['dw-twice', 300],
       ] as const) {
         const { body } = await getJson(`${s.url}/api/logs?project_id=${project}&limit=1000`);
         assert.equal(body.count, n, project);
