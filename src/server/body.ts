@@ -77,6 +77,12 @@ const DECOMPRESSORS: Record<string, Decompress> = {
   br: zlib.brotliDecompressSync,
   snappy: decompressSnappy,
   'x-snappy-framed': decompressSnappyFramed,
+};
+/** The codings undone off the thread (`decompressAsync`). */
+const ASYNC_DECOMPRESSORS: Record<
+  string,
+  (body: Buffer, options: { maxOutputLength: number }) => Promise<Buffer>
+> = {
   lz4: decompressLz4,
 };
 // zstd arrived in Node 22.15 / 23.8; offered only where this Node has it.
@@ -84,7 +90,11 @@ const zstd = (zlib as unknown as { zstdDecompressSync?: Decompress }).zstdDecomp
 if (typeof zstd === 'function') DECOMPRESSORS['zstd'] = zstd;
 
 /** Content codings this server decodes, for error messages and docs. */
-const SUPPORTED_ENCODINGS: readonly string[] = ['identity', ...Object.keys(DECOMPRESSORS)];
+const SUPPORTED_ENCODINGS: readonly string[] = [
+  'identity',
+  ...Object.keys(DECOMPRESSORS),
+  ...Object.keys(ASYNC_DECOMPRESSORS),
+];
 
 /**
  * The codings to undo, in order, for a Content-Encoding header (codings are listed in the order
@@ -97,7 +107,7 @@ export function codingsFor(header: string | undefined): string[] {
   for (let i = codings.length - 1; i >= 0; i--) {
     const coding = codings[i]!.trim().toLowerCase();
     if (coding === 'identity' || coding === '') continue;
-    if (!DECOMPRESSORS[coding]) {
+    if (!DECOMPRESSORS[coding] && !ASYNC_DECOMPRESSORS[coding]) {
       throw new BodyError(
         415,
         `unsupported Content-Encoding "${coding}": use one of ${SUPPORTED_ENCODINGS.join(', ')}`,
@@ -112,27 +122,62 @@ function tooLarge(limit: number, what: string): BodyError {
   return new BodyError(413, `request body ${what} exceeds the limit of ${limit} bytes`);
 }
 
+/** Whether undoing these codings takes `decompressAsync` (lz4: see decompressLz4). */
+export function needsAsync(codings: readonly string[]): boolean {
+  return codings.some((coding) => ASYNC_DECOMPRESSORS[coding] !== undefined);
+}
+
 /**
  * Undoes the codings (from `codingsFor`) in one synchronous call each, in the decoder: zlib's
  * output is capped at `limit` bytes, so a decompression bomb stops there instead of being inflated
- * into memory. Throws a BodyError: 413 over the limit, 400 for corrupt data.
+ * into memory. Throws a BodyError: 413 over the limit, 400 for corrupt data. Codings for which
+ * `needsAsync` holds go through `decompressAsync` instead.
  */
 export function decompress(body: Buffer, codings: readonly string[], limit: number): Buffer {
   let out = body;
   for (const coding of codings) {
+    const undo = DECOMPRESSORS[coding];
+    if (!undo) throw new Error(`Content-Encoding ${coding} is undone by decompressAsync`);
     try {
-      out = DECOMPRESSORS[coding]!(out, { maxOutputLength: limit });
+      out = undo(out, { maxOutputLength: limit });
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE') {
-        throw tooLarge(limit, 'size after decompression');
-      }
-      if (err instanceof CodecUnavailableError) {
-        throw new BodyError(415, `Content-Encoding "${coding}" is not available here: ${err.message}`);
-      }
-      throw new BodyError(400, `cannot decompress the request body: ${(err as Error).message}`);
+      throw refusal(err, coding, limit);
     }
   }
   return out;
+}
+
+/** `decompress` for any codings: those of ASYNC_DECOMPRESSORS off the thread, the others as there. */
+export async function decompressAsync(
+  body: Buffer,
+  codings: readonly string[],
+  limit: number,
+): Promise<Buffer> {
+  let out = body;
+  for (const coding of codings) {
+    const undo = ASYNC_DECOMPRESSORS[coding];
+    if (!undo) {
+      out = decompress(out, [coding], limit);
+      continue;
+    }
+    try {
+      out = await undo(out, { maxOutputLength: limit });
+    } catch (err) {
+      throw refusal(err, coding, limit);
+    }
+  }
+  return out;
+}
+
+/** The BodyError for a decompressor's failure. */
+function refusal(err: unknown, coding: string, limit: number): BodyError {
+  if ((err as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE') {
+    return tooLarge(limit, 'size after decompression');
+  }
+  if (err instanceof CodecUnavailableError) {
+    return new BodyError(415, `Content-Encoding "${coding}" is not available here: ${err.message}`);
+  }
+  return new BodyError(400, `cannot decompress the request body: ${(err as Error).message}`);
 }
 
 /**

@@ -4,14 +4,15 @@
 import { workerData } from 'node:worker_threads';
 import { transferables } from '../delta/batch.ts';
 import { serveTasks, transferResult } from '../storage/worker-pool.ts';
-import { type DecoderInit, type DecodeTask, RequestDecoder } from './decode.ts';
+import { type DecoderInit, type DecodeTask, RequestDecoder, undoAsyncCodings } from './decode.ts';
 
 const init = workerData as DecoderInit;
 const decoder = new RequestDecoder(init.protobuf, init.settings, init.limits);
 
 serveTasks({
-  decode(task: DecodeTask) {
-    const result = decoder.decode(task);
+  async decode(task: DecodeTask) {
+    const ready = await undoAsyncCodings(task);
+    const result = 'ok' in ready ? ready : decoder.decode(ready);
     if (!result.ok) return result;
     return transferResult(
       result,

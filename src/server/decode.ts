@@ -20,7 +20,7 @@ import { InvalidProjectIdError } from '../schema/project.ts';
 import { SCHEMAS, TABLE_NAMES, type TableName } from '../schema/tables.ts';
 import { RowNormalizer, type ValidationSettings } from '../schema/validate.ts';
 import { siblingModule, WorkerPool } from '../storage/worker-pool.ts';
-import { BodyError, decompress, gzipAnnouncedSize, isGzip } from './body.ts';
+import { BodyError, decompress, decompressAsync, gzipAnnouncedSize, isGzip, needsAsync } from './body.ts';
 
 export interface DecodeTask {
   signal: Signal;
@@ -52,6 +52,27 @@ export type DecodeResult =
     }
   /** The request as a whole is refused (400, or 413 when it inflates past the limit): nothing is stored. */
   | { ok: false; status: 400 | 413; message: string };
+
+/**
+ * The task with its body decompressed when one of its codings is undone off the thread
+ * (`needsAsync`: lz4), else the task as it is; the refusal when the body cannot be decompressed.
+ * RequestDecoder.decode takes the task then.
+ */
+export async function undoAsyncCodings(task: DecodeTask): Promise<DecodeTask | DecodeResult> {
+  if (!needsAsync(task.codings)) return task;
+  try {
+    const body = await decompressAsync(
+      Buffer.from(task.body.buffer, task.body.byteOffset, task.body.byteLength),
+      task.codings,
+      task.bodyLimit,
+    );
+    return { ...task, body, codings: [] };
+  } catch (err) {
+    if (err instanceof BodyError)
+      return { ok: false, status: err.statusCode as 400 | 413, message: err.message };
+    throw err;
+  }
+}
 
 /** One table's rows of the request being decoded; reused from request to request. */
 class TableBuild {
@@ -270,7 +291,8 @@ export class Decoders {
     const here = this.pool ? this.small(task) : task;
     if (here !== null) {
       this.counts.event_loop++;
-      return this.inline.decode(here);
+      const ready = await undoAsyncCodings(here);
+      return 'ok' in ready ? ready : this.inline.decode(ready);
     }
     this.counts.workers++;
     let body = task.body;
@@ -287,7 +309,7 @@ export class Decoders {
   private small(task: DecodeTask): DecodeTask | null {
     const limit = Math.min(this.inlineBodyBytes, task.bodyLimit);
     const body = task.body;
-    if (body.length > limit) return null;
+    if (body.length > limit || needsAsync(task.codings)) return null;
     if (task.codings.length === 0) return task;
     // A gzip body whose trailer announces more than the limit goes to a worker untried: inflating
     // its first 8 KiB here only to give up cost the event loop 30-60 µs a request. A trailer that
