@@ -489,6 +489,15 @@ describe('project id, partial success, empty requests', () => {
       assert.equal(pb.status, 200);
       assert.equal(pb.headers.get('content-type'), 'application/x-protobuf');
       assert.equal(pb.bytes.length, 0);
+      // Compressed to nothing: lz4 (undone before the decoder) and gzip.
+      for (const [coding, body] of [
+        ['lz4', compressFrameSync(Buffer.alloc(0))],
+        ['gzip', zlib.gzipSync(Buffer.alloc(0))],
+      ] as const) {
+        const res = await post(`${s.url}/v1/${signal}`, body, { ...JSON_CT, 'content-encoding': coding });
+        assert.equal(res.status, 200, `${coding}: ${res.text}`);
+        assert.equal(res.text, '{}');
+      }
     }
   });
 });
