@@ -61,17 +61,23 @@ export type DecodeResult =
 export async function undoAsyncCodings(task: DecodeTask): Promise<DecodeTask | DecodeResult> {
   if (!needsAsync(task.codings)) return task;
   try {
-    const body = await decompressAsync(
-      Buffer.from(task.body.buffer, task.body.byteOffset, task.body.byteLength),
-      task.codings,
-      task.bodyLimit,
-    );
+    const body = await decompressAsync(asBuffer(task.body), task.codings, task.bodyLimit);
     return { ...task, body, codings: [] };
   } catch (err) {
-    if (err instanceof BodyError)
-      return { ok: false, status: err.statusCode as 400 | 413, message: err.message };
-    throw err;
+    return refusedBody(err);
   }
+}
+
+/** A Buffer over the body's bytes, as the decompressors take it. */
+function asBuffer(body: Uint8Array): Buffer {
+  return Buffer.from(body.buffer, body.byteOffset, body.byteLength);
+}
+
+/** The refusal of a body that cannot be decompressed (a BodyError); any other error goes on. */
+function refusedBody(err: unknown): DecodeResult {
+  if (err instanceof BodyError)
+    return { ok: false, status: err.statusCode as 400 | 413, message: err.message };
+  throw err;
 }
 
 /** One table's rows of the request being decoded; reused from request to request. */
@@ -119,15 +125,9 @@ export class RequestDecoder implements RowSink {
     let body = task.body;
     if (task.codings.length > 0) {
       try {
-        body = decompress(
-          Buffer.from(body.buffer, body.byteOffset, body.byteLength),
-          task.codings,
-          task.bodyLimit,
-        );
+        body = decompress(asBuffer(body), task.codings, task.bodyLimit);
       } catch (err) {
-        if (err instanceof BodyError)
-          return { ok: false, status: err.statusCode as 400 | 413, message: err.message };
-        throw err;
+        return refusedBody(err);
       }
       // An empty body is an empty export request, as when it comes uncompressed.
       if (body.length === 0) return { ok: true, tables: {}, invalidIds: 0, projects: {} };
@@ -317,11 +317,7 @@ export class Decoders {
     const first = task.codings[0]!;
     if (isGzip(first) && (gzipAnnouncedSize(body) ?? 0) > limit) return null;
     try {
-      const plain = decompress(
-        Buffer.from(body.buffer, body.byteOffset, body.byteLength),
-        task.codings,
-        limit,
-      );
+      const plain = decompress(asBuffer(body), task.codings, limit);
       return { ...task, body: plain, codings: [] };
     } catch (err) {
       if (err instanceof BodyError) return null;
