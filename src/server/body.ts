@@ -8,6 +8,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import * as zlib from 'node:zlib';
 import { CodecUnavailableError, decompressLz4, decompressSnappy, decompressSnappyFramed } from './codecs.ts';
+import type { KeptInflaters } from './inflater.ts';
 
 /** A request the body reader refuses; `statusCode` is the HTTP status to answer with. */
 export class BodyError extends Error {
@@ -19,7 +20,11 @@ export class BodyError extends Error {
   }
 }
 
-type Decompress = (body: Buffer, options: { maxOutputLength: number }) => Buffer;
+/**
+ * Undoes one coding. With `kept` (the decoder's inflaters), a zlib coding inflates into a buffer the
+ * next body reuses (see inflater.ts); the others ignore it.
+ */
+type Decompress = (body: Buffer, options: { maxOutputLength: number }, kept?: KeptInflaters) => Buffer;
 
 // Deflate cannot expand data more than 1032 times.
 const MAX_DEFLATE_RATIO = 1032;
@@ -54,9 +59,11 @@ export function isGzip(coding: string): boolean {
   return coding === 'gzip' || coding === 'x-gzip';
 }
 
-function gunzip(body: Buffer, options: { maxOutputLength: number }): Buffer {
-  return zlib.gunzipSync(body, { ...options, chunkSize: gunzipBufferSize(body, options.maxOutputLength) });
-}
+const gunzip: Decompress = (body, options, kept) => {
+  const size = gunzipBufferSize(body, options.maxOutputLength);
+  if (kept) return kept.gunzip.inflate(body, size ?? 64, options.maxOutputLength);
+  return zlib.gunzipSync(body, { ...options, chunkSize: size });
+};
 
 /** Whether a body starts with a zlib header (RFC 1950: deflate method, header checksum). */
 function hasZlibHeader(body: Uint8Array): boolean {
@@ -65,8 +72,12 @@ function hasZlibHeader(body: Uint8Array): boolean {
 
 // HTTP's "deflate" is the zlib format (RFC 9110 8.4.1.2), which the Collector sends for both
 // `deflate` and `zlib`; some clients send raw deflate under that name, which is accepted too.
-const inflate: Decompress = (body, options) =>
-  hasZlibHeader(body) ? zlib.inflateSync(body, options) : zlib.inflateRawSync(body, options);
+const inflate: Decompress = (body, options, kept) => {
+  const wrapped = hasZlibHeader(body);
+  if (kept)
+    return (wrapped ? kept.inflate : kept.inflateRaw).inflate(body, body.length * 4, options.maxOutputLength);
+  return wrapped ? zlib.inflateSync(body, options) : zlib.inflateRawSync(body, options);
+};
 
 /** Every coding the Collector's otlp_http exporter offers (its `compression`), and brotli. */
 const DECOMPRESSORS: Record<string, Decompress> = {
@@ -131,15 +142,23 @@ export function needsAsync(codings: readonly string[]): boolean {
  * Undoes the codings (from `codingsFor`) in one synchronous call each, in the decoder: zlib's
  * output is capped at `limit` bytes, so a decompression bomb stops there instead of being inflated
  * into memory. Throws a BodyError: 413 over the limit, 400 for corrupt data. Codings for which
- * `needsAsync` holds go through `decompressAsync` instead.
+ * `needsAsync` holds go through `decompressAsync` instead. With `kept`, the output may be a view
+ * that `kept`'s next use overwrites: for a caller that is done with it before then.
  */
-export function decompress(body: Buffer, codings: readonly string[], limit: number): Buffer {
+export function decompress(
+  body: Buffer,
+  codings: readonly string[],
+  limit: number,
+  kept?: KeptInflaters,
+): Buffer {
   let out = body;
-  for (const coding of codings) {
+  for (let i = 0; i < codings.length; i++) {
+    const coding = codings[i]!;
     const undo = DECOMPRESSORS[coding];
     if (!undo) throw new Error(`Content-Encoding ${coding} is undone by decompressAsync`);
     try {
-      out = undo(out, { maxOutputLength: limit });
+      // Only the last coding may use a kept buffer: the next coding would read what it overwrites.
+      out = undo(out, { maxOutputLength: limit }, i === codings.length - 1 ? kept : undefined);
     } catch (err) {
       throw refusal(err, coding, limit);
     }

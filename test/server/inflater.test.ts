@@ -1,0 +1,180 @@
+// The inflaters a decoder keeps across bodies (src/server/inflater.ts) against Node's one-shot
+// calls, and a decoder whose bodies all inflate into one buffer.
+
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { mock, test } from 'node:test';
+import * as zlib from 'node:zlib';
+import { logsRequest } from '../../bench/otlp-payloads.ts';
+import { loadProtobuf, type ProtoCodec, type Signal } from '../../src/otlp/index.ts';
+import { type DecodeResult, RequestDecoder } from '../../src/server/decode.ts';
+import { InflatedTooLargeError, KeptInflaters } from '../../src/server/inflater.ts';
+import { jsonForms, protobufForm, randomRequest } from '../otlp/random-requests.ts';
+
+const LIMIT = 1 << 20;
+
+/** Text-like bytes that deflate well, different for each seed. */
+function payload(bytes: number, seed: number): Buffer {
+  const words = ['span', 'http.route', '/api/v1/orders', 'GET', 'service.name', 'checkout', `${seed}`];
+  let text = '';
+  for (let i = 0; text.length < bytes; i++) text += `${words[(i * 7 + seed) % words.length]} ${i % 97};`;
+  return Buffer.from(text.slice(0, bytes));
+}
+
+/** What the one-shot call makes of a body, or its error's message. */
+function oneShot(f: (b: Buffer) => Buffer, body: Buffer): Buffer | string {
+  try {
+    return f(body);
+  } catch (err) {
+    return (err as Error).message;
+  }
+}
+
+test('every zlib inflater keeps one zlib context on this Node', () => {
+  const kept = new KeptInflaters();
+  // Fails where Node's internals changed: bodies would then each take a one-shot call again.
+  for (const inflater of [kept.gunzip, kept.inflate, kept.inflateRaw]) assert.equal(inflater.keepsContext, true);
+});
+
+test('gzip: bodies of growing and shrinking sizes, each as gunzipSync makes it, in one output buffer', () => {
+  const { gunzip } = new KeptInflaters();
+  const sizes = [66_000, 0, 1, 100, 5_000, 300_000, 17, 70_000];
+  const buffers = new Set<ArrayBufferLike>();
+  sizes.forEach((n, seed) => {
+    const plain = payload(n, seed);
+    const body = zlib.gzipSync(plain);
+    const out = gunzip.inflate(body, body.readUInt32LE(body.length - 4) + 1, LIMIT);
+    assert.ok(out.equals(plain), `${n} bytes`);
+    buffers.add(out.buffer);
+  });
+  // One buffer for the first body, and one when a body outgrew it (300,000 bytes).
+  assert.equal(buffers.size, 2);
+});
+
+test('gzip: a size hint that is wrong either way costs nothing but a copy', () => {
+  const { gunzip } = new KeptInflaters();
+  const plain = payload(200_000, 3);
+  const body = zlib.gzipSync(plain);
+  for (const hint of [1, 64, 1000, 199_999, 200_000, 200_001, 900_000]) {
+    assert.ok(gunzip.inflate(body, hint, LIMIT).equals(plain), `hint ${hint}`);
+  }
+});
+
+test('gzip: several members make one body, trailing zeros are ignored, as gunzipSync does', () => {
+  const { gunzip } = new KeptInflaters();
+  const parts = [payload(30_000, 1), payload(10, 2), payload(50_000, 3)];
+  const members = Buffer.concat(parts.map((p) => zlib.gzipSync(p)));
+  // The trailer of the last member announces its own size only.
+  assert.ok(gunzip.inflate(members, 50_001, LIMIT).equals(Buffer.concat(parts)));
+  const padded = Buffer.concat([zlib.gzipSync(parts[0]!), Buffer.alloc(7)]);
+  assert.ok(gunzip.inflate(padded, 30_001, LIMIT).equals(zlib.gunzipSync(padded)));
+});
+
+test('gzip: a corrupt, truncated or foreign body fails as gunzipSync fails, and the next body inflates', () => {
+  const { gunzip } = new KeptInflaters();
+  const plain = payload(40_000, 5);
+  const good = zlib.gzipSync(plain);
+  const badCrc = Buffer.from(good);
+  badCrc[badCrc.length - 6]! ^= 0xff;
+  const badData = Buffer.from(good);
+  badData[good.length >> 1]! ^= 0x55;
+  const trailingGarbage = Buffer.concat([good, Buffer.from('not gzip')]);
+  const bad = [badCrc, badData, good.subarray(0, good.length - 3), good.subarray(0, 100), trailingGarbage];
+  for (const body of [...bad, randomBytes(500), Buffer.alloc(0)]) {
+    const expected = oneShot(zlib.gunzipSync, body);
+    assert.equal(typeof expected, 'string', 'gunzipSync refuses it');
+    assert.throws(() => gunzip.inflate(body, 40_001, LIMIT), { message: expected as string });
+    assert.ok(gunzip.inflate(good, 40_001, LIMIT).equals(plain), 'the next body');
+  }
+});
+
+test('gzip: a body that inflates past the limit is refused, whatever its trailer says, and the next inflates', () => {
+  const { gunzip } = new KeptInflaters();
+  const limit = 100_000;
+  const fits = payload(limit, 2);
+  for (const n of [limit + 1, 5 * limit]) {
+    const body = zlib.gzipSync(payload(n, 1));
+    for (const hint of [64, n + 1]) {
+      assert.throws(() => gunzip.inflate(body, hint, limit), InflatedTooLargeError);
+      assert.ok(gunzip.inflate(zlib.gzipSync(fits), 64, limit).equals(fits), 'the next body');
+    }
+  }
+});
+
+test('deflate: zlib-wrapped and raw bodies, as inflateSync and inflateRawSync make them', () => {
+  const kept = new KeptInflaters();
+  for (const [n, seed] of [
+    [50_000, 1],
+    [10, 2],
+    [400_000, 3],
+  ] as const) {
+    const plain = payload(n, seed);
+    assert.ok(kept.inflate.inflate(zlib.deflateSync(plain), n, LIMIT).equals(plain));
+    assert.ok(kept.inflateRaw.inflate(zlib.deflateRawSync(plain), 64, LIMIT).equals(plain));
+  }
+  const bad = zlib.deflateSync(payload(1000, 1));
+  bad[bad.length - 1]! ^= 1; // the Adler-32 checksum
+  assert.throws(() => kept.inflate.inflate(bad, 1000, LIMIT), {
+    message: oneShot(zlib.inflateSync, bad) as string,
+  });
+});
+
+test('an output over 8 MiB is its own buffer, which the next body does not overwrite', () => {
+  const { gunzip } = new KeptInflaters();
+  const big = payload(9 << 20, 1);
+  const out = gunzip.inflate(zlib.gzipSync(big), (9 << 20) + 1, 16 << 20);
+  gunzip.inflate(zlib.gzipSync(payload(100_000, 2)), 100_001, 16 << 20);
+  gunzip.inflate(zlib.gzipSync(payload(10 << 20, 3)), (10 << 20) + 1, 16 << 20);
+  assert.ok(out.equals(big));
+});
+
+test('a decoder inflating every body into one buffer: each result is its body, after the later bodies', async () => {
+  mock.method(Date, 'now', () => 1_763_700_000_123); // a log's arrival time, the same for both decoders
+  const codec = (await loadProtobuf()) as ProtoCodec;
+  const settings = {
+    validateRequired: true,
+    validateTypes: true,
+    normalizeServiceName: true,
+    defaultServiceName: 'unknown_service',
+    strictColumns: true,
+  };
+  const limits = { countLimit: 1024, valueLengthLimit: 65_536 };
+  const gzipped = new RequestDecoder(true, settings, limits);
+  const plain = new RequestDecoder(true, settings, limits);
+  const task = (signal: Signal, format: 'json' | 'protobuf', body: Uint8Array, codings: string[]) => ({
+    signal,
+    format,
+    body,
+    codings,
+    bodyLimit: LIMIT,
+    headerProjectId: undefined,
+    defaultProjectId: 'default-project',
+  });
+  const decoded: [DecodeResult, DecodeResult][] = [];
+  for (let seed = 1; seed <= 40; seed++) {
+    for (const signal of ['traces', 'logs', 'metrics'] as const) {
+      const tree = randomRequest(signal, seed);
+      for (const [format, body] of [
+        ['json', Buffer.from(jsonForms(tree, seed))],
+        ['protobuf', protobufForm(signal, tree, codec, seed)],
+      ] as const) {
+        decoded.push([
+          gzipped.decode(task(signal, format, zlib.gzipSync(body), ['gzip'])),
+          plain.decode(task(signal, format, body, [])),
+        ]);
+      }
+    }
+  }
+  // Large bodies too: the buffer grows, and the earlier results must not see it.
+  const logs = Buffer.from(JSON.stringify(logsRequest(500, 9)));
+  decoded.push([
+    gzipped.decode(task('logs', 'json', zlib.gzipSync(logs), ['gzip'])),
+    plain.decode(task('logs', 'json', logs, [])),
+  ]);
+  let rows = 0;
+  for (const [got, want] of decoded) {
+    assert.deepEqual(got, want);
+    if (got.ok) for (const t of Object.values(got.tables)) rows += t.batch.numRows;
+  }
+  assert.ok(rows > 1000, `${rows} rows compared`);
+});
