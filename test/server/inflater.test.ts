@@ -33,7 +33,8 @@ function oneShot(f: (b: Buffer) => Buffer, body: Buffer): Buffer | string {
 test('every zlib inflater keeps one zlib context on this Node', () => {
   const kept = new KeptInflaters();
   // Fails where Node's internals changed: bodies would then each take a one-shot call again.
-  for (const inflater of [kept.gunzip, kept.inflate, kept.inflateRaw]) assert.equal(inflater.keepsContext, true);
+  for (const inflater of [kept.gunzip, kept.inflate, kept.inflateRaw])
+    assert.equal(inflater.keepsContext, true);
 });
 
 test('gzip: bodies of growing and shrinking sizes, each as gunzipSync makes it, in one output buffer', () => {
