@@ -8,7 +8,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import * as zlib from 'node:zlib';
 import { CodecUnavailableError, decompressLz4, decompressSnappy, decompressSnappyFramed } from './codecs.ts';
-import type { KeptInflaters } from './inflater.ts';
+import { type KeptDecompressors, ZSTD_AVAILABLE, zstdDecompressFrames } from './kept-decompressors.ts';
 
 /** A request the body reader refuses; `statusCode` is the HTTP status to answer with. */
 export class BodyError extends Error {
@@ -21,10 +21,10 @@ export class BodyError extends Error {
 }
 
 /**
- * Undoes one coding. With `kept` (the decoder's inflaters), a zlib coding inflates into a buffer the
- * next body reuses (see inflater.ts); the others ignore it.
+ * Undoes one coding. With `kept` (the decoder's), a node:zlib coding decompresses into a buffer the
+ * next body reuses (see kept-decompressors.ts); the others ignore it.
  */
-type Decompress = (body: Buffer, options: { maxOutputLength: number }, kept?: KeptInflaters) => Buffer;
+type Decompress = (body: Buffer, options: { maxOutputLength: number }, kept?: KeptDecompressors) => Buffer;
 
 // Deflate cannot expand data more than 1032 times.
 const MAX_DEFLATE_RATIO = 1032;
@@ -61,7 +61,7 @@ export function isGzip(coding: string): boolean {
 
 const gunzip: Decompress = (body, options, kept) => {
   const size = gunzipBufferSize(body, options.maxOutputLength);
-  if (kept) return kept.gunzip.inflate(body, size ?? 64, options.maxOutputLength);
+  if (kept) return kept.gunzip.decompress(body, size ?? 64, options.maxOutputLength);
   return zlib.gunzipSync(body, { ...options, chunkSize: size });
 };
 
@@ -75,7 +75,11 @@ function hasZlibHeader(body: Uint8Array): boolean {
 const inflate: Decompress = (body, options, kept) => {
   const wrapped = hasZlibHeader(body);
   if (kept)
-    return (wrapped ? kept.inflate : kept.inflateRaw).inflate(body, body.length * 4, options.maxOutputLength);
+    return (wrapped ? kept.inflate : kept.inflateRaw).decompress(
+      body,
+      body.length * 4,
+      options.maxOutputLength,
+    );
   return wrapped ? zlib.inflateSync(body, options) : zlib.inflateRawSync(body, options);
 };
 
@@ -97,8 +101,12 @@ const ASYNC_DECOMPRESSORS: Record<
   lz4: decompressLz4,
 };
 // zstd arrived in Node 22.15 / 23.8; offered only where this Node has it.
-const zstd = (zlib as unknown as { zstdDecompressSync?: Decompress }).zstdDecompressSync;
-if (typeof zstd === 'function') DECOMPRESSORS['zstd'] = zstd;
+if (ZSTD_AVAILABLE) {
+  DECOMPRESSORS['zstd'] = (body, options, kept) =>
+    kept?.zstd
+      ? kept.zstd.decompress(body, body.length * 4, options.maxOutputLength)
+      : zstdDecompressFrames(body, options);
+}
 
 /** Content codings this server decodes, for error messages and docs. */
 const SUPPORTED_ENCODINGS: readonly string[] = [
@@ -149,7 +157,7 @@ export function decompress(
   body: Buffer,
   codings: readonly string[],
   limit: number,
-  kept?: KeptInflaters,
+  kept?: KeptDecompressors,
 ): Buffer {
   let out = body;
   for (let i = 0; i < codings.length; i++) {

@@ -21,7 +21,7 @@ import { SCHEMAS, TABLE_NAMES, type TableName } from '../schema/tables.ts';
 import { RowNormalizer, type ValidationSettings } from '../schema/validate.ts';
 import { siblingModule, WorkerPool } from '../storage/worker-pool.ts';
 import { BodyError, decompress, decompressAsync, gzipAnnouncedSize, isGzip, needsAsync } from './body.ts';
-import { KeptInflaters } from './inflater.ts';
+import { KeptDecompressors } from './kept-decompressors.ts';
 
 export interface DecodeTask {
   signal: Signal;
@@ -107,8 +107,8 @@ export class RequestDecoder implements RowSink {
   private readonly settings: ValidationSettings;
   private readonly builds: Partial<Record<TableName, TableBuild>> = {};
   private readonly limiter: AttributeLimiter;
-  /** A body is inflated into a buffer the next one reuses: mapping is done with it by then. */
-  private readonly inflaters = new KeptInflaters();
+  /** A body is decompressed into a buffer the next one reuses: mapping is done with it by then. */
+  private readonly decompressors = new KeptDecompressors();
   /** Valid rows by project, the current run of rows of one project not yet added. */
   private projects: Record<string, number> = {};
   private runProject = '';
@@ -128,7 +128,7 @@ export class RequestDecoder implements RowSink {
     let body = task.body;
     if (task.codings.length > 0) {
       try {
-        body = decompress(asBuffer(body), task.codings, task.bodyLimit, this.inflaters);
+        body = decompress(asBuffer(body), task.codings, task.bodyLimit, this.decompressors);
       } catch (err) {
         return refusedBody(err);
       }

@@ -281,6 +281,8 @@ function logsRequest(project: string | null, bodies: string[], service = 'svc'):
   });
 }
 
+const ZSTD = { 'content-encoding': 'zstd' };
+
 describe('where a body is decoded', () => {
   test('a small body on the event loop, a larger one (as sent or decompressed) in a decode worker, each stored whole', async () => {
     const s = await startServer(); // decode workers, one per core
@@ -317,20 +319,31 @@ describe('where a body is decoded', () => {
       assert.ok(members.length <= INLINE_BODY_BYTES && members.readUInt32LE(members.length - 4) === 50);
       assert.equal((await send(members, { 'content-encoding': 'gzip' })).status, 200);
       assert.deepEqual(await where(), { event_loop: 2, workers: 3 });
+      // zstd bodies of two frames, every frame read (Node's one-shot call reads the first only):
+      // one small enough for the event loop, one a worker decodes.
+      const zstd = (zlib as unknown as { zstdCompressSync: (b: string) => Buffer }).zstdCompressSync;
+      const frames = (text: string) => Buffer.concat([zstd(text.slice(0, -50)), zstd(text.slice(-50))]);
+      assert.equal((await send(frames(logsRequest('dw-zstd-small', lines(3, 'zs'))), ZSTD)).status, 200);
+      assert.deepEqual(await where(), { event_loop: 3, workers: 3 });
+      const zstdLarge = frames(logsRequest('dw-zstd-large', lines(100, `zl ${'v'.repeat(80)}`)));
+      assert.equal((await send(zstdLarge, ZSTD)).status, 200);
+      assert.deepEqual(await where(), { event_loop: 3, workers: 4 });
 
       // A small body that cannot be decompressed: the worker refuses it as it always has.
       const corrupt = await send(Buffer.from('not gzip at all'), { 'content-encoding': 'gzip' });
       assert.equal(corrupt.status, 400);
       assert.match(JSON.parse(corrupt.text).message, /cannot decompress the request body/);
-      assert.deepEqual(await where(), { event_loop: 2, workers: 4 });
+      assert.deepEqual(await where(), { event_loop: 3, workers: 5 });
 
-      await waitWritten(s.url, 3 + 100 + 3 + 300 + 300);
+      await waitWritten(s.url, 3 + 100 + 3 + 300 + 300 + 3 + 100);
       for (const [project, n] of [
         ['dw-small', 3],
         ['dw-large', 100],
         ['dw-gz', 3],
         ['dw-expand', 300],
         ['dw-twice', 300],
+        ['dw-zstd-small', 3],
+        ['dw-zstd-large', 100],
       ] as const) {
         const { body } = await getJson(`${s.url}/api/logs?project_id=${project}&limit=1000`);
         assert.equal(body.count, n, project);

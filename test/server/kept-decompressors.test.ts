@@ -1,4 +1,4 @@
-// The inflaters a decoder keeps across bodies (src/server/inflater.ts) against Node's one-shot
+// The decompressors a decoder keeps across bodies (src/server/kept-decompressors.ts) against Node's one-shot
 // calls, and a decoder whose bodies all inflate into one buffer.
 
 import assert from 'node:assert/strict';
@@ -8,7 +8,11 @@ import * as zlib from 'node:zlib';
 import { logsRequest } from '../../bench/otlp-payloads.ts';
 import { loadProtobuf, type ProtoCodec, type Signal } from '../../src/otlp/index.ts';
 import { type DecodeResult, RequestDecoder } from '../../src/server/decode.ts';
-import { InflatedTooLargeError, KeptInflaters } from '../../src/server/inflater.ts';
+import {
+  DecompressedTooLargeError,
+  KeptDecompressors,
+  zstdDecompressFrames,
+} from '../../src/server/kept-decompressors.ts';
 import { jsonForms, protobufForm, randomRequest } from '../otlp/random-requests.ts';
 
 const LIMIT = 1 << 20;
@@ -30,21 +34,23 @@ function oneShot(f: (b: Buffer) => Buffer, body: Buffer): Buffer | string {
   }
 }
 
-test('every zlib inflater keeps one zlib context on this Node', () => {
-  const kept = new KeptInflaters();
+const zstdCompress = (zlib as unknown as { zstdCompressSync: (b: Buffer) => Buffer }).zstdCompressSync;
+
+test('every decompressor keeps one context on this Node', () => {
+  const kept = new KeptDecompressors();
   // Fails where Node's internals changed: bodies would then each take a one-shot call again.
-  for (const inflater of [kept.gunzip, kept.inflate, kept.inflateRaw])
-    assert.equal(inflater.keepsContext, true);
+  for (const decompressor of [kept.gunzip, kept.inflate, kept.inflateRaw, kept.zstd])
+    assert.equal(decompressor?.keepsContext, true);
 });
 
 test('gzip: bodies of growing and shrinking sizes, each as gunzipSync makes it, in one output buffer', () => {
-  const { gunzip } = new KeptInflaters();
+  const { gunzip } = new KeptDecompressors();
   const sizes = [66_000, 0, 1, 100, 5_000, 300_000, 17, 70_000];
   const buffers = new Set<ArrayBufferLike>();
   sizes.forEach((n, seed) => {
     const plain = payload(n, seed);
     const body = zlib.gzipSync(plain);
-    const out = gunzip.inflate(body, body.readUInt32LE(body.length - 4) + 1, LIMIT);
+    const out = gunzip.decompress(body, body.readUInt32LE(body.length - 4) + 1, LIMIT);
     assert.ok(out.equals(plain), `${n} bytes`);
     buffers.add(out.buffer);
   });
@@ -53,26 +59,26 @@ test('gzip: bodies of growing and shrinking sizes, each as gunzipSync makes it, 
 });
 
 test('gzip: a size hint that is wrong either way costs nothing but a copy', () => {
-  const { gunzip } = new KeptInflaters();
+  const { gunzip } = new KeptDecompressors();
   const plain = payload(200_000, 3);
   const body = zlib.gzipSync(plain);
   for (const hint of [1, 64, 1000, 199_999, 200_000, 200_001, 900_000]) {
-    assert.ok(gunzip.inflate(body, hint, LIMIT).equals(plain), `hint ${hint}`);
+    assert.ok(gunzip.decompress(body, hint, LIMIT).equals(plain), `hint ${hint}`);
   }
 });
 
 test('gzip: several members make one body, trailing zeros are ignored, as gunzipSync does', () => {
-  const { gunzip } = new KeptInflaters();
+  const { gunzip } = new KeptDecompressors();
   const parts = [payload(30_000, 1), payload(10, 2), payload(50_000, 3)];
   const members = Buffer.concat(parts.map((p) => zlib.gzipSync(p)));
   // The trailer of the last member announces its own size only.
-  assert.ok(gunzip.inflate(members, 50_001, LIMIT).equals(Buffer.concat(parts)));
+  assert.ok(gunzip.decompress(members, 50_001, LIMIT).equals(Buffer.concat(parts)));
   const padded = Buffer.concat([zlib.gzipSync(parts[0]!), Buffer.alloc(7)]);
-  assert.ok(gunzip.inflate(padded, 30_001, LIMIT).equals(zlib.gunzipSync(padded)));
+  assert.ok(gunzip.decompress(padded, 30_001, LIMIT).equals(zlib.gunzipSync(padded)));
 });
 
 test('gzip: a corrupt, truncated or foreign body fails as gunzipSync fails, and the next body inflates', () => {
-  const { gunzip } = new KeptInflaters();
+  const { gunzip } = new KeptDecompressors();
   const plain = payload(40_000, 5);
   const good = zlib.gzipSync(plain);
   const badCrc = Buffer.from(good);
@@ -84,48 +90,48 @@ test('gzip: a corrupt, truncated or foreign body fails as gunzipSync fails, and 
   for (const body of [...bad, randomBytes(500), Buffer.alloc(0)]) {
     const expected = oneShot(zlib.gunzipSync, body);
     assert.equal(typeof expected, 'string', 'gunzipSync refuses it');
-    assert.throws(() => gunzip.inflate(body, 40_001, LIMIT), { message: expected as string });
-    assert.ok(gunzip.inflate(good, 40_001, LIMIT).equals(plain), 'the next body');
+    assert.throws(() => gunzip.decompress(body, 40_001, LIMIT), { message: expected as string });
+    assert.ok(gunzip.decompress(good, 40_001, LIMIT).equals(plain), 'the next body');
   }
 });
 
 test('gzip: a body that inflates past the limit is refused, whatever its trailer says, and the next inflates', () => {
-  const { gunzip } = new KeptInflaters();
+  const { gunzip } = new KeptDecompressors();
   const limit = 100_000;
   const fits = payload(limit, 2);
   for (const n of [limit + 1, 5 * limit]) {
     const body = zlib.gzipSync(payload(n, 1));
     for (const hint of [64, n + 1]) {
-      assert.throws(() => gunzip.inflate(body, hint, limit), InflatedTooLargeError);
-      assert.ok(gunzip.inflate(zlib.gzipSync(fits), 64, limit).equals(fits), 'the next body');
+      assert.throws(() => gunzip.decompress(body, hint, limit), DecompressedTooLargeError);
+      assert.ok(gunzip.decompress(zlib.gzipSync(fits), 64, limit).equals(fits), 'the next body');
     }
   }
 });
 
 test('deflate: zlib-wrapped and raw bodies, as inflateSync and inflateRawSync make them', () => {
-  const kept = new KeptInflaters();
+  const kept = new KeptDecompressors();
   for (const [n, seed] of [
     [50_000, 1],
     [10, 2],
     [400_000, 3],
   ] as const) {
     const plain = payload(n, seed);
-    assert.ok(kept.inflate.inflate(zlib.deflateSync(plain), n, LIMIT).equals(plain));
-    assert.ok(kept.inflateRaw.inflate(zlib.deflateRawSync(plain), 64, LIMIT).equals(plain));
+    assert.ok(kept.inflate.decompress(zlib.deflateSync(plain), n, LIMIT).equals(plain));
+    assert.ok(kept.inflateRaw.decompress(zlib.deflateRawSync(plain), 64, LIMIT).equals(plain));
   }
   const bad = zlib.deflateSync(payload(1000, 1));
   bad[bad.length - 1]! ^= 1; // the Adler-32 checksum
-  assert.throws(() => kept.inflate.inflate(bad, 1000, LIMIT), {
+  assert.throws(() => kept.inflate.decompress(bad, 1000, LIMIT), {
     message: oneShot(zlib.inflateSync, bad) as string,
   });
 });
 
 test('an output over 8 MiB is its own buffer, which the next body does not overwrite', () => {
-  const { gunzip } = new KeptInflaters();
+  const { gunzip } = new KeptDecompressors();
   const big = payload(9 << 20, 1);
-  const out = gunzip.inflate(zlib.gzipSync(big), (9 << 20) + 1, 16 << 20);
-  gunzip.inflate(zlib.gzipSync(payload(100_000, 2)), 100_001, 16 << 20);
-  gunzip.inflate(zlib.gzipSync(payload(10 << 20, 3)), (10 << 20) + 1, 16 << 20);
+  const out = gunzip.decompress(zlib.gzipSync(big), (9 << 20) + 1, 16 << 20);
+  gunzip.decompress(zlib.gzipSync(payload(100_000, 2)), 100_001, 16 << 20);
+  gunzip.decompress(zlib.gzipSync(payload(10 << 20, 3)), (10 << 20) + 1, 16 << 20);
   assert.ok(out.equals(big));
 });
 
@@ -178,4 +184,43 @@ test('a decoder inflating every body into one buffer: each result is its body, a
     if (got.ok) for (const t of Object.values(got.tables)) rows += t.batch.numRows;
   }
   assert.ok(rows > 1000, `${rows} rows compared`);
+});
+
+test('zstd: every frame of a body is read, kept or one-shot; trailing bytes that are no frame are refused', () => {
+  const { zstd } = new KeptDecompressors();
+  const parts = [payload(30_000, 1), payload(10, 2), payload(70_000, 3)];
+  const frames = Buffer.concat(parts.map((p) => zstdCompress(p)));
+  const whole = Buffer.concat(parts);
+  assert.ok(zstd!.decompress(frames, 64, LIMIT).equals(whole));
+  assert.ok(zstdDecompressFrames(frames, { maxOutputLength: LIMIT }).equals(whole));
+  // What Node's own call makes of it: the first frame alone.
+  const nodeCall = (zlib as unknown as { zstdDecompressSync: (b: Buffer) => Buffer }).zstdDecompressSync;
+  assert.equal(nodeCall(frames).length, parts[0]!.length);
+
+  const good = zstdCompress(parts[0]!);
+  for (const bad of [
+    Buffer.concat([good, Buffer.from('garbage!')]),
+    good.subarray(0, good.length - 4),
+    Buffer.from('not zstd'),
+  ]) {
+    assert.throws(() => zstd!.decompress(bad, 64, LIMIT));
+    assert.throws(() => zstdDecompressFrames(bad, { maxOutputLength: LIMIT }));
+    assert.ok(zstd!.decompress(good, 64, LIMIT).equals(parts[0]!), 'the next body');
+  }
+});
+
+test('zstd: past the limit, in one frame or over several, is refused, kept or one-shot', () => {
+  const { zstd } = new KeptDecompressors();
+  const limit = 100_000;
+  const one = zstdCompress(payload(limit + 1, 1));
+  const several = Buffer.concat([zstdCompress(payload(60_000, 2)), zstdCompress(payload(40_001, 3))]);
+  const fits = Buffer.concat([zstdCompress(payload(60_000, 2)), zstdCompress(payload(40_000, 3))]);
+  // The code body.ts answers 413 for (Node's own call throws its RangeError with it).
+  const tooLarge = { code: 'ERR_BUFFER_TOO_LARGE' };
+  for (const body of [one, several]) {
+    assert.throws(() => zstd!.decompress(body, 64, limit), tooLarge);
+    assert.throws(() => zstdDecompressFrames(body, { maxOutputLength: limit }), tooLarge);
+  }
+  assert.equal(zstd!.decompress(fits, 64, limit).length, limit);
+  assert.equal(zstdDecompressFrames(fits, { maxOutputLength: limit }).length, limit);
 });
