@@ -119,6 +119,17 @@ test('deflate: zlib-wrapped and raw bodies, as inflateSync and inflateRawSync ma
     assert.ok(kept.inflate.decompress(zlib.deflateSync(plain), n, LIMIT).equals(plain));
     assert.ok(kept.inflateRaw.decompress(zlib.deflateRawSync(plain), 64, LIMIT).equals(plain));
   }
+  // Bytes after the end of the stream are ignored, as Node's one-shot calls ignore them.
+  const plain = payload(5000, 4);
+  const trailing = Buffer.from('trailing bytes');
+  assert.ok(
+    kept.inflate.decompress(Buffer.concat([zlib.deflateSync(plain), trailing]), 64, LIMIT).equals(plain),
+  );
+  assert.ok(
+    kept.inflateRaw
+      .decompress(Buffer.concat([zlib.deflateRawSync(plain), trailing]), 64, LIMIT)
+      .equals(plain),
+  );
   const bad = zlib.deflateSync(payload(1000, 1));
   bad[bad.length - 1]! ^= 1; // the Adler-32 checksum
   assert.throws(() => kept.inflate.decompress(bad, 1000, LIMIT), {
