@@ -15,7 +15,7 @@ import {
 import { type Mapped, mapJsonTree, mapTree } from '../../src/otlp/tree.ts';
 import { InvalidProjectIdError } from '../../src/schema/project.ts';
 import { type Row, SCHEMAS, type TableName } from '../../src/schema/tables.ts';
-import { RowNormalizer } from '../../src/schema/validate.ts';
+import { RowNormalizer, type ValidationSettings } from '../../src/schema/validate.ts';
 
 export const CTX = { defaultProjectId: 'default-project' };
 
@@ -124,16 +124,18 @@ export function mapProtobuf(
 /** The arrival time (ms) `normalized` stamps on logs without an observed time. */
 export const ARRIVAL_MS = 1_763_700_000_123;
 
+/** The validation settings of the default options. */
+export const DEFAULT_SETTINGS: ValidationSettings = {
+  validateRequired: true,
+  validateTypes: true,
+  normalizeServiceName: true,
+  defaultServiceName: 'unknown_service',
+  strictColumns: true,
+};
+
 /** A mapped row as the pipeline stores it: normalized, with the derived columns filled in. */
 export function normalized(table: TableName, row: Row): Row {
-  const settings = {
-    validateRequired: true,
-    validateTypes: true,
-    normalizeServiceName: true,
-    defaultServiceName: 'unknown_service',
-    strictColumns: true,
-  };
-  const n = new RowNormalizer(SCHEMAS[table], settings, () => ARRIVAL_MS);
+  const n = new RowNormalizer(SCHEMAS[table], DEFAULT_SETTINGS, () => ARRIVAL_MS);
   const values = n.normalize(row);
   if (typeof values === 'string') throw new Error(`${table} row rejected: ${values}`);
   return n.toRow(values);

@@ -13,6 +13,7 @@ import {
   KeptDecompressors,
   zstdDecompressFrames,
 } from '../../src/server/kept-decompressors.ts';
+import { ARRIVAL_MS, DEFAULT_SETTINGS } from '../otlp/helpers.ts';
 import { jsonForms, protobufForm, randomRequest } from '../otlp/random-requests.ts';
 
 const LIMIT = 1 << 20;
@@ -147,18 +148,11 @@ test('an output over 8 MiB is its own buffer, which the next body does not overw
 });
 
 test('a decoder inflating every body into one buffer: each result is its body, after the later bodies', async () => {
-  mock.method(Date, 'now', () => 1_763_700_000_123); // a log's arrival time, the same for both decoders
+  mock.method(Date, 'now', () => ARRIVAL_MS); // a log's arrival time, the same for both decoders
   const codec = (await loadProtobuf()) as ProtoCodec;
-  const settings = {
-    validateRequired: true,
-    validateTypes: true,
-    normalizeServiceName: true,
-    defaultServiceName: 'unknown_service',
-    strictColumns: true,
-  };
   const limits = { countLimit: 1024, valueLengthLimit: 65_536 };
-  const gzipped = new RequestDecoder(true, settings, limits);
-  const plain = new RequestDecoder(true, settings, limits);
+  const gzipped = new RequestDecoder(true, DEFAULT_SETTINGS, limits);
+  const plain = new RequestDecoder(true, DEFAULT_SETTINGS, limits);
   const task = (signal: Signal, format: 'json' | 'protobuf', body: Uint8Array, codings: string[]) => ({
     signal,
     format,
