@@ -448,7 +448,7 @@ function mergeDictionaryChunks(
   });
 
   const written: Uint8Array[] = [];
-  const write = (b: Uint8Array) => written.push(b);
+  const write = (b: Uint8Array) => written.push(new Uint8Array(b)); // a copy: a page's body is a kept buffer's view
   let uncompressed = writeDictionaryPage(dictionary.bytes(), known.size, zstdLevel, write);
   const dictionaryPage = Buffer.concat(written.splice(0));
   const page = new Bytes();

@@ -61,7 +61,7 @@ export function isGzip(coding: string): boolean {
 
 const gunzip: Decompress = (body, options, kept) => {
   const size = gunzipBufferSize(body, options.maxOutputLength);
-  if (kept) return kept.gunzip.decompress(body, size ?? 64, options.maxOutputLength);
+  if (kept) return kept.gunzip.transform(body, size ?? 64, options.maxOutputLength);
   return zlib.gunzipSync(body, { ...options, chunkSize: size });
 };
 
@@ -75,7 +75,7 @@ function hasZlibHeader(body: Uint8Array): boolean {
 const inflate: Decompress = (body, options, kept) => {
   const wrapped = hasZlibHeader(body);
   if (kept)
-    return (wrapped ? kept.inflate : kept.inflateRaw).decompress(
+    return (wrapped ? kept.inflate : kept.inflateRaw).transform(
       body,
       body.length * 4,
       options.maxOutputLength,
@@ -104,7 +104,7 @@ const ASYNC_DECOMPRESSORS: Record<
 if (ZSTD_AVAILABLE) {
   DECOMPRESSORS['zstd'] = (body, options, kept) =>
     kept?.zstd
-      ? kept.zstd.decompress(body, body.length * 4, options.maxOutputLength)
+      ? kept.zstd.transform(body, body.length * 4, options.maxOutputLength)
       : zstdDecompressFrames(body, options);
 }
 

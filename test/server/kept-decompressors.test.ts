@@ -1,5 +1,6 @@
-// The decompressors a decoder keeps across bodies (src/server/kept-decompressors.ts) against Node's one-shot
-// calls, and a decoder whose bodies all inflate into one buffer.
+// The decompressors a decoder keeps across bodies (src/server/kept-decompressors.ts, each a kept
+// stream of src/storage/kept-zlib.ts) against Node's one-shot calls, and a decoder whose bodies all
+// inflate into one buffer.
 
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
@@ -8,11 +9,8 @@ import * as zlib from 'node:zlib';
 import { logsRequest } from '../../bench/otlp-payloads.ts';
 import { loadProtobuf, type ProtoCodec, type Signal } from '../../src/otlp/index.ts';
 import { type DecodeResult, RequestDecoder } from '../../src/server/decode.ts';
-import {
-  DecompressedTooLargeError,
-  KeptDecompressors,
-  zstdDecompressFrames,
-} from '../../src/server/kept-decompressors.ts';
+import { KeptDecompressors, zstdDecompressFrames } from '../../src/server/kept-decompressors.ts';
+import { OutputTooLargeError } from '../../src/storage/kept-zlib.ts';
 import { ARRIVAL_MS, DEFAULT_SETTINGS } from '../otlp/helpers.ts';
 import { jsonForms, protobufForm, randomRequest } from '../otlp/random-requests.ts';
 
@@ -51,7 +49,7 @@ test('gzip: bodies of growing and shrinking sizes, each as gunzipSync makes it, 
   sizes.forEach((n, seed) => {
     const plain = payload(n, seed);
     const body = zlib.gzipSync(plain);
-    const out = gunzip.decompress(body, body.readUInt32LE(body.length - 4) + 1, LIMIT);
+    const out = gunzip.transform(body, body.readUInt32LE(body.length - 4) + 1, LIMIT);
     assert.ok(out.equals(plain), `${n} bytes`);
     buffers.add(out.buffer);
   });
@@ -64,7 +62,7 @@ test('gzip: a size hint that is wrong either way costs nothing but a copy', () =
   const plain = payload(200_000, 3);
   const body = zlib.gzipSync(plain);
   for (const hint of [1, 64, 1000, 199_999, 200_000, 200_001, 900_000]) {
-    assert.ok(gunzip.decompress(body, hint, LIMIT).equals(plain), `hint ${hint}`);
+    assert.ok(gunzip.transform(body, hint, LIMIT).equals(plain), `hint ${hint}`);
   }
 });
 
@@ -73,9 +71,9 @@ test('gzip: several members make one body, trailing zeros are ignored, as gunzip
   const parts = [payload(30_000, 1), payload(10, 2), payload(50_000, 3)];
   const members = Buffer.concat(parts.map((p) => zlib.gzipSync(p)));
   // The trailer of the last member announces its own size only.
-  assert.ok(gunzip.decompress(members, 50_001, LIMIT).equals(Buffer.concat(parts)));
+  assert.ok(gunzip.transform(members, 50_001, LIMIT).equals(Buffer.concat(parts)));
   const padded = Buffer.concat([zlib.gzipSync(parts[0]!), Buffer.alloc(7)]);
-  assert.ok(gunzip.decompress(padded, 30_001, LIMIT).equals(zlib.gunzipSync(padded)));
+  assert.ok(gunzip.transform(padded, 30_001, LIMIT).equals(zlib.gunzipSync(padded)));
 });
 
 test('gzip: a corrupt, truncated or foreign body fails as gunzipSync fails, and the next body inflates', () => {
@@ -91,8 +89,8 @@ test('gzip: a corrupt, truncated or foreign body fails as gunzipSync fails, and 
   for (const body of [...bad, randomBytes(500), Buffer.alloc(0)]) {
     const expected = oneShot(zlib.gunzipSync, body);
     assert.equal(typeof expected, 'string', 'gunzipSync refuses it');
-    assert.throws(() => gunzip.decompress(body, 40_001, LIMIT), { message: expected as string });
-    assert.ok(gunzip.decompress(good, 40_001, LIMIT).equals(plain), 'the next body');
+    assert.throws(() => gunzip.transform(body, 40_001, LIMIT), { message: expected as string });
+    assert.ok(gunzip.transform(good, 40_001, LIMIT).equals(plain), 'the next body');
   }
 });
 
@@ -103,8 +101,8 @@ test('gzip: a body that inflates past the limit is refused, whatever its trailer
   for (const n of [limit + 1, 5 * limit]) {
     const body = zlib.gzipSync(payload(n, 1));
     for (const hint of [64, n + 1]) {
-      assert.throws(() => gunzip.decompress(body, hint, limit), DecompressedTooLargeError);
-      assert.ok(gunzip.decompress(zlib.gzipSync(fits), 64, limit).equals(fits), 'the next body');
+      assert.throws(() => gunzip.transform(body, hint, limit), OutputTooLargeError);
+      assert.ok(gunzip.transform(zlib.gzipSync(fits), 64, limit).equals(fits), 'the next body');
     }
   }
 });
@@ -117,23 +115,21 @@ test('deflate: zlib-wrapped and raw bodies, as inflateSync and inflateRawSync ma
     [400_000, 3],
   ] as const) {
     const plain = payload(n, seed);
-    assert.ok(kept.inflate.decompress(zlib.deflateSync(plain), n, LIMIT).equals(plain));
-    assert.ok(kept.inflateRaw.decompress(zlib.deflateRawSync(plain), 64, LIMIT).equals(plain));
+    assert.ok(kept.inflate.transform(zlib.deflateSync(plain), n, LIMIT).equals(plain));
+    assert.ok(kept.inflateRaw.transform(zlib.deflateRawSync(plain), 64, LIMIT).equals(plain));
   }
   // Bytes after the end of the stream are ignored, as Node's one-shot calls ignore them.
   const plain = payload(5000, 4);
   const trailing = Buffer.from('trailing bytes');
   assert.ok(
-    kept.inflate.decompress(Buffer.concat([zlib.deflateSync(plain), trailing]), 64, LIMIT).equals(plain),
+    kept.inflate.transform(Buffer.concat([zlib.deflateSync(plain), trailing]), 64, LIMIT).equals(plain),
   );
   assert.ok(
-    kept.inflateRaw
-      .decompress(Buffer.concat([zlib.deflateRawSync(plain), trailing]), 64, LIMIT)
-      .equals(plain),
+    kept.inflateRaw.transform(Buffer.concat([zlib.deflateRawSync(plain), trailing]), 64, LIMIT).equals(plain),
   );
   const bad = zlib.deflateSync(payload(1000, 1));
   bad[bad.length - 1]! ^= 1; // the Adler-32 checksum
-  assert.throws(() => kept.inflate.decompress(bad, 1000, LIMIT), {
+  assert.throws(() => kept.inflate.transform(bad, 1000, LIMIT), {
     message: oneShot(zlib.inflateSync, bad) as string,
   });
 });
@@ -141,9 +137,9 @@ test('deflate: zlib-wrapped and raw bodies, as inflateSync and inflateRawSync ma
 test('an output over 8 MiB is its own buffer, which the next body does not overwrite', () => {
   const { gunzip } = new KeptDecompressors();
   const big = payload(9 << 20, 1);
-  const out = gunzip.decompress(zlib.gzipSync(big), (9 << 20) + 1, 16 << 20);
-  gunzip.decompress(zlib.gzipSync(payload(100_000, 2)), 100_001, 16 << 20);
-  gunzip.decompress(zlib.gzipSync(payload(10 << 20, 3)), (10 << 20) + 1, 16 << 20);
+  const out = gunzip.transform(zlib.gzipSync(big), (9 << 20) + 1, 16 << 20);
+  gunzip.transform(zlib.gzipSync(payload(100_000, 2)), 100_001, 16 << 20);
+  gunzip.transform(zlib.gzipSync(payload(10 << 20, 3)), (10 << 20) + 1, 16 << 20);
   assert.ok(out.equals(big));
 });
 
@@ -196,7 +192,7 @@ test('zstd: every frame of a body is read, kept or one-shot; trailing bytes that
   const parts = [payload(30_000, 1), payload(10, 2), payload(70_000, 3)];
   const frames = Buffer.concat(parts.map((p) => zstdCompress(p)));
   const whole = Buffer.concat(parts);
-  assert.ok(zstd!.decompress(frames, 64, LIMIT).equals(whole));
+  assert.ok(zstd!.transform(frames, 64, LIMIT).equals(whole));
   assert.ok(zstdDecompressFrames(frames, { maxOutputLength: LIMIT }).equals(whole));
   // What Node's own call makes of it: the first frame alone.
   const nodeCall = (zlib as unknown as { zstdDecompressSync: (b: Buffer) => Buffer }).zstdDecompressSync;
@@ -208,9 +204,9 @@ test('zstd: every frame of a body is read, kept or one-shot; trailing bytes that
     good.subarray(0, good.length - 4),
     Buffer.from('not zstd'),
   ]) {
-    assert.throws(() => zstd!.decompress(bad, 64, LIMIT));
+    assert.throws(() => zstd!.transform(bad, 64, LIMIT));
     assert.throws(() => zstdDecompressFrames(bad, { maxOutputLength: LIMIT }));
-    assert.ok(zstd!.decompress(good, 64, LIMIT).equals(parts[0]!), 'the next body');
+    assert.ok(zstd!.transform(good, 64, LIMIT).equals(parts[0]!), 'the next body');
   }
 });
 
@@ -223,9 +219,9 @@ test('zstd: past the limit, in one frame or over several, is refused, kept or on
   // The code body.ts answers 413 for (Node's own call throws its RangeError with it).
   const tooLarge = { code: 'ERR_BUFFER_TOO_LARGE' };
   for (const body of [one, several]) {
-    assert.throws(() => zstd!.decompress(body, 64, limit), tooLarge);
+    assert.throws(() => zstd!.transform(body, 64, limit), tooLarge);
     assert.throws(() => zstdDecompressFrames(body, { maxOutputLength: limit }), tooLarge);
   }
-  assert.equal(zstd!.decompress(fits, 64, limit).length, limit);
+  assert.equal(zstd!.transform(fits, 64, limit).length, limit);
   assert.equal(zstdDecompressFrames(fits, { maxOutputLength: limit }).length, limit);
 });
