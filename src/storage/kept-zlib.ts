@@ -35,6 +35,9 @@ export type OneShot = (input: Uint8Array, options: { maxOutputLength: number; ch
 /** Output buffers up to this size are kept for the next input; a larger input's is its own. */
 const KEPT_OUTPUT_BYTES = 8 * 1024 * 1024;
 
+/** The largest output a caller may allow (a Buffer's, and Parquet's int32 sizes). */
+export const MAX_OUTPUT_BYTES = 2 ** 31 - 1;
+
 /** An output past the limit (as `maxOutputLength` of Node's calls). */
 export class OutputTooLargeError extends Error {
   readonly code = 'ERR_BUFFER_TOO_LARGE';
@@ -66,6 +69,28 @@ export class KeptZlibStream {
   /** Whether inputs go through a kept context (false where this Node lacks the internals). */
   get keepsContext(): boolean {
     return this.kept() !== null;
+  }
+
+  /**
+   * Stops keeping the context unless it makes of `sample` what the one-shot call makes, byte for
+   * byte: for output that must read anywhere (Parquet pages), should a Node's internals change
+   * their meaning. Returns this stream.
+   */
+  checkedWith(sample: Uint8Array): this {
+    if (this.kept() === null) return this;
+    const oneShot = this.oneShot(sample, { maxOutputLength: MAX_OUTPUT_BYTES });
+    let same = false;
+    try {
+      same = this.transform(sample, oneShot.length + 64, MAX_OUTPUT_BYTES).equals(oneShot);
+    } catch {
+      // A context that fails on the sample is not kept either.
+    }
+    if (!same) {
+      this.supported = false;
+      this.stream?.destroy();
+      this.stream = null;
+    }
+    return this;
   }
 
   /**

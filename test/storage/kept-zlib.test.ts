@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { test } from 'node:test';
 import { constants, createZstdCompress, zstdCompressSync, zstdDecompressSync } from 'node:zlib';
-import { KeptZlibStream } from '../../src/storage/kept-zlib.ts';
+import { KeptZlibStream, MAX_OUTPUT_BYTES } from '../../src/storage/kept-zlib.ts';
 
 /** Pages as a writer makes them: runs, small integers, text, and bytes that do not compress. */
 function page(bytes: number, seed: number): Buffer {
@@ -18,9 +18,10 @@ function page(bytes: number, seed: number): Buffer {
 
 const options = (level: number) => ({ params: { [constants.ZSTD_c_compressionLevel]: level } });
 
-function zstdStream(level: number): KeptZlibStream {
+/** A kept zstd compressor; `keptLevel` stands for internals that make something else than `level`. */
+function zstdStream(level: number, keptLevel = level): KeptZlibStream {
   return new KeptZlibStream(
-    () => createZstdCompress(options(level)),
+    () => createZstdCompress(options(keptLevel)),
     constants.ZSTD_e_end,
     (input, limits) => zstdCompressSync(input, { ...options(level), ...limits }),
     false,
@@ -36,7 +37,7 @@ test('zstd: pages of growing and shrinking sizes compress as zstdCompressSync do
     sizes.forEach((n, seed) => {
       const input = page(n, seed);
       // A hint below the output's size: the buffer grows, as the writer's bound makes it never do.
-      const out = kept.transform(input, seed === 4 ? 10 : n + 1024, 2 ** 31 - 1);
+      const out = kept.transform(input, seed === 4 ? 10 : n + 1024, MAX_OUTPUT_BYTES);
       assert.ok(out.equals(zstdCompressSync(input, options(level))), `level ${level}, ${n} bytes`);
       assert.ok(zstdDecompressSync(out).equals(input));
       buffers.add(out.buffer);
@@ -48,9 +49,18 @@ test('zstd: pages of growing and shrinking sizes compress as zstdCompressSync do
 
 test('zstd: the output is a view the next page overwrites', () => {
   const kept = zstdStream(3);
-  const first = kept.transform(page(5_000, 2), 6_000, 2 ** 31 - 1);
+  const first = kept.transform(page(5_000, 2), 6_000, MAX_OUTPUT_BYTES);
   const copy = Buffer.from(first);
-  kept.transform(page(5_000, 5), 6_000, 2 ** 31 - 1);
-  assert.equal(first.buffer, kept.transform(page(10, 1), 100, 2 ** 31 - 1).buffer);
+  kept.transform(page(5_000, 5), 6_000, MAX_OUTPUT_BYTES);
+  assert.equal(first.buffer, kept.transform(page(10, 1), 100, MAX_OUTPUT_BYTES).buffer);
   assert.ok(!first.equals(copy), 'the caller copies what it keeps');
+});
+
+test('zstd: a context that makes other bytes than the one-shot call on the sample is not kept', () => {
+  const sample = page(4096, 2);
+  assert.equal(zstdStream(3).checkedWith(sample).keepsContext, true);
+  const other = zstdStream(9, 1).checkedWith(sample);
+  assert.equal(other.keepsContext, false);
+  const input = page(50_000, 6);
+  assert.ok(other.transform(input, 60_000, MAX_OUTPUT_BYTES).equals(zstdCompressSync(input, options(9))));
 });
