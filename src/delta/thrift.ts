@@ -166,6 +166,11 @@ export class CompactWriter {
     return this.buf.subarray(0, this.pos);
   }
 
+  /** Starts over, keeping the buffer. */
+  reset(): void {
+    this.pos = 0;
+  }
+
   private room(n: number): void {
     if (this.pos + n <= this.buf.length) return;
     const next = new Uint8Array(Math.max(this.buf.length * 2, this.pos + n));
@@ -282,10 +287,16 @@ export function decodeStruct(buf: Uint8Array): TStruct {
   return s;
 }
 
+/**
+ * One writer for every struct: a page header is ~20-30 bytes, and a 1 KiB buffer made for each
+ * was 5-6% of the CPU of writing a small Parquet file.
+ */
+const writer = new CompactWriter();
+
 export function encodeStruct(s: TStruct): Uint8Array {
-  const w = new CompactWriter();
-  w.struct(s);
-  return w.bytes();
+  writer.reset();
+  writer.struct(s);
+  return writer.bytes().slice();
 }
 
 // --- field access --------------------------------------------------------------------------
