@@ -223,7 +223,7 @@ function compressor(level: number): KeptZlibStream {
       () => createZstdCompress(options),
       constants.ZSTD_e_end,
       (page, limits) => zstdCompressSync(page, { ...options, ...limits }),
-      false,
+      { resetAfterInput: false },
     ).checkedWith(SAMPLE_PAGE);
     compressors.set(level, kept);
   }

@@ -2,8 +2,8 @@
 // of node:zlib (gunzipSync, zstdCompressSync...) builds a stream object, a native context and an
 // output buffer for one input: for a decoder's request bodies ~64 MiB of dead output piled up per
 // thread until V8's next full collection (src/server/kept-decompressors.ts), for the Parquet
-// writer's pages the context's setup took 7-9% of a file's CPU (src/delta/parquet-encoding.ts).
-// One kept context, reset between inputs, writing into one kept output buffer, makes neither.
+// writer's pages the context's setup took 8-11% of a file's CPU (src/delta/parquet-encoding.ts).
+// One context used input after input, writing into one kept output buffer, makes neither.
 //
 // Node has no public call that writes into a given buffer, so this drives the stream's native
 // handle the way Node's own synchronous calls do (`_handle.writeSync`, `_writeState`). Where a
@@ -59,11 +59,11 @@ export class KeptZlibStream {
    */
   private readonly resetAfterInput: boolean;
 
-  constructor(open: () => Stream, finish: number, oneShot: OneShot, resetAfterInput = true) {
+  constructor(open: () => Stream, finish: number, oneShot: OneShot, options = { resetAfterInput: true }) {
     this.open = open;
     this.finish = finish;
     this.oneShot = oneShot;
-    this.resetAfterInput = resetAfterInput;
+    this.resetAfterInput = options.resetAfterInput;
   }
 
   /** Whether inputs go through a kept context (false where this Node lacks the internals). */

@@ -24,7 +24,7 @@ function zstdStream(level: number, keptLevel = level): KeptZlibStream {
     () => createZstdCompress(options(keptLevel)),
     constants.ZSTD_e_end,
     (input, limits) => zstdCompressSync(input, { ...options(level), ...limits }),
-    false,
+    { resetAfterInput: false },
   );
 }
 
