@@ -36,14 +36,25 @@ test('zstd: pages of growing and shrinking sizes compress as zstdCompressSync do
     const sizes = [70_000, 0, 1, 300, 9_000, 1 << 20, 17, 64_000, 200_000];
     sizes.forEach((n, seed) => {
       const input = page(n, seed);
-      // A hint below the output's size: the buffer grows, as the writer's bound makes it never do.
-      const out = kept.transform(input, seed === 4 ? 10 : n + 1024, MAX_OUTPUT_BYTES);
+      const out = kept.transform(input, n + 1024, MAX_OUTPUT_BYTES);
       assert.ok(out.equals(zstdCompressSync(input, options(level))), `level ${level}, ${n} bytes`);
       assert.ok(zstdDecompressSync(out).equals(input));
       buffers.add(out.buffer);
     });
     // One buffer for the first page, and one when a page outgrew it (1 MiB).
     assert.equal(buffers.size, 2, `level ${level}`);
+  }
+});
+
+test("zstd: an output past the hint grows the buffer within a page, and is still the one-shot call's", () => {
+  for (const level of [1, 3]) {
+    const kept = zstdStream(level);
+    const input = page(200_000, 1); // half random bytes: ~100 KB of output from a 64-byte start
+    const out = kept.transform(input, 10, MAX_OUTPUT_BYTES);
+    assert.ok(out.length > 100_000);
+    assert.ok(out.equals(zstdCompressSync(input, options(level))), `level ${level}`);
+    const next = page(9_000, 2); // the frame after a grown one starts clean
+    assert.ok(kept.transform(next, 10, MAX_OUTPUT_BYTES).equals(zstdCompressSync(next, options(level))));
   }
 });
 
