@@ -28,8 +28,6 @@ interface StreamInternals {
   /** After writeSync: [output bytes left, input bytes left]. */
   _writeState?: Uint32Array;
 }
-/** A node:zlib stream (createGunzip, createZstdCompress...). */
-type Stream = Transform;
 export type OneShot = (input: Uint8Array, options: { maxOutputLength: number; chunkSize?: number }) => Buffer;
 
 /** Output buffers up to this size are kept for the next input; a larger input's is its own. */
@@ -45,11 +43,11 @@ export class OutputTooLargeError extends Error {
 
 /** One kind of node:zlib stream, kept across inputs. */
 export class KeptZlibStream {
-  private readonly open: () => Stream;
+  private readonly open: () => Transform;
   /** The flush value that ends an input (Z_FINISH; ZSTD_e_end). */
   private readonly finish: number;
   private readonly oneShot: OneShot;
-  private stream: (Stream & StreamInternals) | null = null;
+  private stream: (Transform & StreamInternals) | null = null;
   private output = Buffer.alloc(0);
   private supported = true;
   /**
@@ -59,7 +57,7 @@ export class KeptZlibStream {
    */
   private readonly resetAfterInput: boolean;
 
-  constructor(open: () => Stream, finish: number, oneShot: OneShot, options = { resetAfterInput: true }) {
+  constructor(open: () => Transform, finish: number, oneShot: OneShot, options = { resetAfterInput: true }) {
     this.open = open;
     this.finish = finish;
     this.oneShot = oneShot;
@@ -144,9 +142,9 @@ export class KeptZlibStream {
     return out.subarray(0, produced);
   }
 
-  private kept(): (Stream & StreamInternals) | null {
+  private kept(): (Transform & StreamInternals) | null {
     if (this.stream !== null || !this.supported) return this.stream;
-    const stream = this.open() as Stream & StreamInternals;
+    const stream = this.open() as Transform & StreamInternals;
     if (typeof stream._handle?.writeSync !== 'function' || !(stream._writeState instanceof Uint32Array)) {
       this.supported = false;
       stream.destroy();
