@@ -6,15 +6,7 @@
 
 import { DECLINED, END_OF_OBJECT, FIRST_KEY, type JsonCursor, KeySet, Literal } from './json-cursor.ts';
 import { JsonTextWriter, ObjectKeys } from './json-text.ts';
-import {
-  attributesJson,
-  bodyText,
-  double,
-  jsonDouble,
-  jsonInt,
-  jsonText,
-  stringAttribute,
-} from './values.ts';
+import { attributesJson, bodyText, double, jsonInt, jsonText, stringAttribute } from './values.ts';
 
 const NAMES = ['key', 'value', 'stringValue', 'intValue', 'boolValue', 'doubleValue'] as const;
 const KEYS = new KeySet(NAMES);
@@ -168,7 +160,7 @@ export class JsonAttributes extends JsonTextWriter {
       } else if (id === DOUBLE_VALUE) {
         const v = j.scalar();
         if (typeof v !== 'string' && typeof v !== 'number') return null;
-        this.ascii(jsonText(jsonDouble(double(v, 'doubleValue'))));
+        this.double(double(v, 'doubleValue'));
       } else if (id === BOOL_VALUE) {
         const v = j.scalar();
         if (typeof v !== 'boolean') return null;

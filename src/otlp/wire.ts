@@ -6,7 +6,7 @@
 import { isUtf8 } from 'node:buffer';
 import { OtlpDecodeError } from './errors.ts';
 import { JsonTextWriter, ObjectKeys } from './json-text.ts';
-import { attributesJson, bodyText, jsonDouble, jsonInt, jsonText, type Msg } from './values.ts';
+import { attributesJson, bodyText, type Msg } from './values.ts';
 
 /** Wire types (the low 3 bits of a tag). */
 export const VARINT = 0;
@@ -306,14 +306,12 @@ export class AttributesWriter extends JsonTextWriter {
         return true;
       case INT_VALUE:
         r.pos = m.start;
-        this.ascii(jsonText(jsonInt({ low: r.varint64(end), high: r.hi | 0 }, 'intValue')));
+        this.int64(r.varint64(end), r.hi | 0);
         return true;
-      case DOUBLE_VALUE: {
+      case DOUBLE_VALUE:
         r.pos = m.start;
-        const x = r.double(end);
-        this.ascii(jsonText(jsonDouble(x)));
+        this.double(r.double(end));
         return true;
-      }
       case BYTES_VALUE:
         this.byte(0x22);
         this.ascii(r.buf.toString('base64', m.start, m.end));

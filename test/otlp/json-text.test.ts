@@ -3,7 +3,7 @@
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ObjectKeys } from '../../src/otlp/json-text.ts';
+import { ObjectKeys, writeShortDouble } from '../../src/otlp/json-text.ts';
 
 /** A body of the given keys, one after another, and the range of each. */
 function body(keys: readonly string[]): { keys: ObjectKeys; range: (i: number) => [number, number] } {
@@ -68,4 +68,49 @@ test('an integer-like key (which a JS object orders first) is refused; an empty 
   assert.equal(keys.add(...range(1)), true);
   assert.equal(keys.add(...range(2)), true);
   assert.equal(keys.add(...range(3)), false);
+});
+
+test('a double of three decimals or fewer below 1e9 is written as String spells it; any other is left to String', () => {
+  const out = Buffer.alloc(32);
+  const written = (x: number) => {
+    const end = writeShortDouble(out, 0, x);
+    return end < 0 ? null : out.toString('latin1', 0, end);
+  };
+  for (const [x, text] of [
+    [0, '0'],
+    [-0, '0'],
+    [7, '7'],
+    [-7, '-7'],
+    [0.001, '0.001'],
+    [-0.05, '-0.05'],
+    [123.25, '123.25'],
+    [0.1 + 0.2, null], // 0.30000000000000004
+    [999999999.999, '999999999.999'],
+    [1e9, null],
+    [0.0005, null],
+    [1.0005, null],
+    [2 ** 52 + 0.5, null],
+    [Number.NaN, null],
+    [Number.POSITIVE_INFINITY, null],
+    [Number.NEGATIVE_INFINITY, null],
+  ] as const)
+    assert.equal(written(x), text, `${x}`);
+  // Decimals of 0-5 places across magnitudes, and the doubles next to them: what is written is String's.
+  let seed = 7;
+  const rand = () => {
+    seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
+    return seed / 2 ** 32;
+  };
+  let fast = 0;
+  for (let i = 0; i < 200_000; i++) {
+    const places = i % 6;
+    const x = Math.round(rand() * 10 ** ((i % 12) - 3 + places)) / 10 ** places;
+    for (const y of [x, -x, x * (1 + Number.EPSILON), x + 1e-9]) {
+      const text = written(y);
+      if (text === null) continue;
+      fast++;
+      assert.equal(text, String(y));
+    }
+  }
+  assert.ok(fast > 300_000, `${fast} written without String`);
 });

@@ -49,7 +49,17 @@ function anyValue(r: Rand, depth: number): Tree {
       return { stringValue: text(r) };
     case 1:
       return {
-        intValue: pick(r, ['0', '-7', '9007199254740993', '-9223372036854775808', String(upTo(r, 1e6))]),
+        intValue: pick(r, [
+          '0',
+          '-7',
+          '4294967295',
+          '-4294967295',
+          '-4294967296',
+          '4294967296',
+          '9007199254740993',
+          '-9223372036854775808',
+          String(upTo(r, 1e6)),
+        ]),
       };
     case 2:
       return { boolValue: chance(r, 0.5) };
