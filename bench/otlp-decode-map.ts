@@ -16,8 +16,14 @@
 //     --vs "sh -c 'exec node bench/otlp-decode-map.ts --src .tmp/old/src --json .tmp/b.jsonl >/dev/null'" \
 //     -- sh -c 'exec node bench/otlp-decode-map.ts --json .tmp/a.jsonl >/dev/null'
 //   node bench/otlp-decode-map.ts --compare .tmp/a.jsonl .tmp/b.jsonl   # medians, ranges, A/B
+// --vs DIR compares in one process instead, finer than runs side by side when the machine's speed
+// swings within minutes: A = DIR's decoder, B = this checkout's, each case in alternating blocks of
+// --block requests (the order swapped every block), and the B/A CPU ratio of each pair of blocks
+// (median and range over --blocks pairs):
+//   node bench/otlp-decode-map.ts --vs .tmp/old/src [--blocks 20] [--block 200]
 
 import { appendFileSync, readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { Signal } from '../src/otlp/index.ts';
 import type { DecodeResult, DecodeTask } from '../src/server/decode.ts';
@@ -32,6 +38,9 @@ const { values: args } = parseArgs({
     src: { type: 'string' },
     json: { type: 'string' },
     compare: { type: 'boolean', default: false },
+    vs: { type: 'string' },
+    blocks: { type: 'string', default: '20' },
+    block: { type: 'string', default: '200' },
   },
   allowPositionals: true,
 });
@@ -76,7 +85,12 @@ function bodies(signal: Signal, format: 'json' | 'protobuf'): Uint8Array[] {
   return out;
 }
 
-function decode(signal: Signal, format: 'json' | 'protobuf', body: Uint8Array): void {
+function decode(
+  signal: Signal,
+  format: 'json' | 'protobuf',
+  body: Uint8Array,
+  by: { decode(task: DecodeTask): DecodeResult } = decoder,
+): void {
   const task: DecodeTask = {
     signal,
     format,
@@ -86,7 +100,7 @@ function decode(signal: Signal, format: 'json' | 'protobuf', body: Uint8Array): 
     headerProjectId: undefined,
     defaultProjectId: 'bench',
   };
-  const r: DecodeResult = decoder.decode(task);
+  const r: DecodeResult = by.decode(task);
   if (!r.ok) throw new Error(`${signal} ${format}: ${r.message}`);
   let rows = 0;
   for (const table of ITEM_TABLES[signal])
@@ -118,6 +132,11 @@ function run(signal: Signal, format: 'json' | 'protobuf'): CaseResult {
   };
 }
 
+if (args.vs !== undefined) {
+  await versus(args.vs);
+  process.exit(0);
+}
+
 console.log(
   `node ${process.version}, ${srcDir}, ${REQUESTS} requests of ${ITEMS} items a case (shared machine: figures are indicative)`,
 );
@@ -135,6 +154,50 @@ for (const signal of SIGNALS) {
   }
 }
 console.log(`peak RSS ${Math.round(process.resourceUsage().maxRSS / 1024)} MiB`);
+
+/** --vs: DIR's decoder (A) against this checkout's (B) in alternating blocks, CPU B/A per pair. */
+async function versus(dir: string): Promise<void> {
+  const a = (await decoderUnderTest(dir)).decoder;
+  const blocks = Number(args.blocks);
+  const block = Number(args.block);
+  console.log(
+    `node ${process.version}; A = ${resolve(dir)}/, B = ${srcDir}; ${blocks} pairs of blocks of ${block} requests`,
+  );
+  console.log('case              µs CPU a request, A   B          B/A per pair: median (range)');
+  for (const signal of SIGNALS) {
+    for (const format of ['protobuf', 'json'] as const) {
+      if ((args.signal ?? signal) !== signal || (args.format ?? format) !== format) continue;
+      const list = bodies(signal, format);
+      const cpuOf = (by: typeof decoder, from: number) => {
+        const before = process.cpuUsage();
+        for (let i = 0; i < block; i++) decode(signal, format, list[(from + i) % list.length]!, by);
+        const used = process.cpuUsage(before);
+        return (used.user + used.system) / block;
+      };
+      for (let i = 0; i < 300; i++) {
+        decode(signal, format, list[i % list.length]!, a);
+        decode(signal, format, list[i % list.length]!, decoder);
+      }
+      const cpuA: number[] = [];
+      const cpuB: number[] = [];
+      for (let k = 0; k < blocks; k++) {
+        if (k % 2 === 0) {
+          cpuA.push(cpuOf(a, k * block));
+          cpuB.push(cpuOf(decoder, k * block));
+        } else {
+          cpuB.push(cpuOf(decoder, k * block));
+          cpuA.push(cpuOf(a, k * block));
+        }
+      }
+      const ratios = cpuB.map((b, k) => b / cpuA[k]!).sort((x, y) => x - y);
+      const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[xs.length >> 1]!;
+      console.log(
+        `${`${signal} ${format}`.padEnd(18)}${median(cpuA).toFixed(0).padStart(6)} ${median(cpuB).toFixed(0).padStart(6)}` +
+          `          ${median(ratios).toFixed(2)} (${ratios[0]!.toFixed(2)}-${ratios.at(-1)!.toFixed(2)})`,
+      );
+    }
+  }
+}
 
 /**
  * Per case over the runs in each file: the median and range of µs per request and CPU per 1M
