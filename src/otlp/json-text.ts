@@ -42,7 +42,8 @@ export abstract class JsonTextWriter {
     } else this.asciiText(jsonText(jsonInt({ low, high }, 'intValue')));
   }
 
-  private asciiText(s: string): void {
+  /** Text of ASCII characters only, a byte each. */
+  protected asciiText(s: string): void {
     this.reserve(s.length);
     const out = this.out;
     let o = this.len;

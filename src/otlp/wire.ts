@@ -284,7 +284,7 @@ export class AttributesWriter extends JsonTextWriter {
       if (i > 0) this.byte(0x2c);
       this.text(keyStart, keyEnd);
       this.byte(0x3a);
-      if (valueStart < 0) this.ascii('null');
+      if (valueStart < 0) this.asciiText('null');
       else if (!this.anyValue(valueStart, valueEnd, depth)) return false;
     }
     this.byte(0x7d);
@@ -302,7 +302,7 @@ export class AttributesWriter extends JsonTextWriter {
         return true;
       case BOOL_VALUE:
         r.pos = m.start;
-        this.ascii(r.varint64(end) !== 0 || r.hi !== 0 ? 'true' : 'false');
+        this.asciiText(r.varint64(end) !== 0 || r.hi !== 0 ? 'true' : 'false');
         return true;
       case INT_VALUE:
         r.pos = m.start;
@@ -314,7 +314,7 @@ export class AttributesWriter extends JsonTextWriter {
         return true;
       case BYTES_VALUE:
         this.byte(0x22);
-        this.ascii(r.buf.toString('base64', m.start, m.end));
+        this.asciiText(r.buf.toString('base64', m.start, m.end));
         this.byte(0x22);
         return true;
       case ARRAY_VALUE: {
@@ -332,7 +332,7 @@ export class AttributesWriter extends JsonTextWriter {
         return this.object(kvs.at, kvs.n, depth + 1);
       }
       default:
-        this.ascii('null');
+        this.asciiText('null');
         return true;
     }
   }
@@ -364,14 +364,6 @@ export class AttributesWriter extends JsonTextWriter {
     const json = JSON.stringify(this.r.string(start, end));
     this.reserve(json.length * 3);
     this.len += this.out.write(json, this.len, 'utf8');
-  }
-
-  private ascii(s: string): void {
-    this.reserve(s.length);
-    const out = this.out;
-    let o = this.len;
-    for (let i = 0; i < s.length; i++) out[o++] = s.charCodeAt(i);
-    this.len = o;
   }
 }
 
