@@ -1,6 +1,6 @@
 // The buffer the attribute writers of both readers (wire.ts, json-attributes.ts) write JSON text
-// into, byte by byte. A mapping runs to its end alone, so one buffer, kept from request to
-// request, serves them all.
+// into, byte by byte, numbers included (as digits, without String where that spells them). A
+// mapping runs to its end alone, so one buffer, kept from request to request, serves them all.
 
 import { jsonDouble, jsonInt, jsonText } from './values.ts';
 
