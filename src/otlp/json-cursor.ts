@@ -22,6 +22,7 @@ const HEX_VALUE = new Uint8Array(256).fill(0xff);
 for (let c = 0; c < 16; c++) HEX_VALUE[c.toString(16).charCodeAt(0)] = c;
 
 const WORDS = new DataView(new ArrayBuffer(8));
+const POW10 = [1, 10, 100, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9];
 const TWO_16 = 0x1_0000;
 const TWO_32 = 0x1_0000_0000;
 
@@ -371,23 +372,31 @@ export class JsonCursor {
    * values.ts' int64 gives for it; undefined, having read nothing, for any other value.
    */
   digits64(): bigint | undefined {
-    const small = this.digits15();
-    if (small >= 0) return BigInt(small);
     if (this.peek() !== QUOTE) return undefined;
     const buf = this.buf;
     const start = this.pos + 1;
     let p = start;
-    while (isDigit(buf[p])) p++;
+    // One pass (a timestamp has 19 digits): the first 15 digits exactly in `head`, the rest in `tail`.
+    let head = 0;
+    let c = buf[p]!;
+    while (c >= 0x30 && c <= 0x39 && p - start < 15) {
+      head = head * 10 + c - 0x30;
+      c = buf[++p]!;
+    }
+    let tail = 0;
+    while (c >= 0x30 && c <= 0x39) {
+      tail = tail * 10 + c - 0x30;
+      c = buf[++p]!;
+    }
     const n = p - start;
-    if (buf[p] !== QUOTE || n === 0 || n > 19) return undefined;
-    // Two exact halves: at most 10 and 9 digits.
-    const split = p - 9;
-    let hi = 0;
-    let lo = 0;
-    for (let i = start; i < split; i++) hi = hi * 10 + buf[i]! - 0x30;
-    for (let i = split; i < p; i++) lo = lo * 10 + buf[i]! - 0x30;
+    if (c !== QUOTE || n === 0 || n > 19) return undefined;
     this.pos = p + 1;
-    return int64Of(hi, lo);
+    if (n <= 15) return BigInt(head);
+    // head * 10^m + tail as hi * 10^9 + lo, two exact halves of at most 10 and 9 digits.
+    const m = n - 15;
+    const split = POW10[9 - m]!;
+    const hi = Math.floor(head / split);
+    return int64Of(hi, (head - hi * split) * POW10[m]! + tail);
   }
 
   /**
