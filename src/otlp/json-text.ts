@@ -25,7 +25,7 @@ export abstract class JsonTextWriter {
 
   /** A double as JSON text (`jsonText(jsonDouble(x))`), without String(x) when it has few decimals. */
   protected double(x: number): void {
-    this.reserve(MAX_SHORT_DOUBLE_BYTES);
+    this.reserve(MAX_NUMBER_BYTES);
     const end = writeShortDouble(this.out, this.len, x);
     if (end >= 0) this.len = end;
     else this.asciiText(jsonText(jsonDouble(x)));
@@ -35,7 +35,7 @@ export abstract class JsonTextWriter {
   protected int64(low: number, high: number): void {
     // Within ±2^32 (nearly every attribute): the digits are written straight away.
     if (high === 0 || (high === -1 && low !== 0)) {
-      this.reserve(MAX_SHORT_DOUBLE_BYTES);
+      this.reserve(MAX_NUMBER_BYTES);
       let o = this.len;
       if (high !== 0) this.out[o++] = 0x2d;
       this.len = writeDigits(this.out, o, high === 0 ? low >>> 0 : 4294967296 - (low >>> 0));
@@ -61,7 +61,7 @@ export abstract class JsonTextWriter {
 }
 
 /** The longest text `writeShortDouble` and `int64` write: a sign, 10 digits, a point, 3 decimals. */
-const MAX_SHORT_DOUBLE_BYTES = 16;
+const MAX_NUMBER_BYTES = 16;
 const POW10 = [1, 10, 100, 1000];
 
 /**

@@ -15,7 +15,8 @@ import {
 import { type Mapped, mapJsonTree, mapTree } from '../../src/otlp/tree.ts';
 import { InvalidProjectIdError } from '../../src/schema/project.ts';
 import { type Row, SCHEMAS, type TableName } from '../../src/schema/tables.ts';
-import { RowNormalizer, type ValidationSettings } from '../../src/schema/validate.ts';
+import { RowNormalizer, type ValidationSettings, validationSettings } from '../../src/schema/validate.ts';
+import { defaultOptions } from '../../src/storage/options.ts';
 
 export const CTX = { defaultProjectId: 'default-project' };
 
@@ -124,14 +125,12 @@ export function mapProtobuf(
 /** The arrival time (ms) `normalized` stamps on logs without an observed time. */
 export const ARRIVAL_MS = 1_763_700_000_123;
 
-/** The validation settings of the default options. */
-export const DEFAULT_SETTINGS: ValidationSettings = {
-  validateRequired: true,
-  validateTypes: true,
-  normalizeServiceName: true,
-  defaultServiceName: 'unknown_service',
-  strictColumns: true,
-};
+/** The validation settings of the default options, as the server derives them. */
+const DEFAULTS = defaultOptions();
+export const DEFAULT_SETTINGS: ValidationSettings = validationSettings(
+  DEFAULTS.producer_config,
+  DEFAULTS.aggregator_config.strict_df,
+);
 
 /** A mapped row as the pipeline stores it: normalized, with the derived columns filled in. */
 export function normalized(table: TableName, row: Row): Row {
