@@ -16,6 +16,39 @@ import { AttributesWriter, LEN, Ranges, stringAttribute, WireCursor } from './wi
 const SERVICE_NAME_KEY = Buffer.from('service.name');
 const PROJECT_ID_KEY = Buffer.from('project.id');
 
+/** The two hex digits' char codes of each byte. */
+const HEX_HIGH = new Uint8Array(256);
+const HEX_LOW = new Uint8Array(256);
+for (let i = 0; i < 256; i++) {
+  HEX_HIGH[i] = '0123456789abcdef'.charCodeAt(i >> 4);
+  HEX_LOW[i] = '0123456789abcdef'.charCodeAt(i & 15);
+}
+
+// An id in hex by one String.fromCharCode, not Buffer's toString('hex') (a call into C++): ~100
+// against ~160 ns a trace and span id pair; the decode step of spans and log records over
+// protobuf 0.98-0.99x (bench/otlp-decode-map.ts --vs, 40 pairs of blocks).
+function hex8(b: Uint8Array, a: number): string {
+  const H = HEX_HIGH;
+  const L = HEX_LOW;
+  // biome-ignore format: four bytes a line
+  return String.fromCharCode(
+    H[b[a]!]!, L[b[a]!]!, H[b[a + 1]!]!, L[b[a + 1]!]!, H[b[a + 2]!]!, L[b[a + 2]!]!, H[b[a + 3]!]!, L[b[a + 3]!]!,
+    H[b[a + 4]!]!, L[b[a + 4]!]!, H[b[a + 5]!]!, L[b[a + 5]!]!, H[b[a + 6]!]!, L[b[a + 6]!]!, H[b[a + 7]!]!, L[b[a + 7]!]!,
+  );
+}
+
+function hex16(b: Uint8Array, a: number): string {
+  const H = HEX_HIGH;
+  const L = HEX_LOW;
+  // biome-ignore format: four bytes a line
+  return String.fromCharCode(
+    H[b[a]!]!, L[b[a]!]!, H[b[a + 1]!]!, L[b[a + 1]!]!, H[b[a + 2]!]!, L[b[a + 2]!]!, H[b[a + 3]!]!, L[b[a + 3]!]!,
+    H[b[a + 4]!]!, L[b[a + 4]!]!, H[b[a + 5]!]!, L[b[a + 5]!]!, H[b[a + 6]!]!, L[b[a + 6]!]!, H[b[a + 7]!]!, L[b[a + 7]!]!,
+    H[b[a + 8]!]!, L[b[a + 8]!]!, H[b[a + 9]!]!, L[b[a + 9]!]!, H[b[a + 10]!]!, L[b[a + 10]!]!, H[b[a + 11]!]!, L[b[a + 11]!]!,
+    H[b[a + 12]!]!, L[b[a + 12]!]!, H[b[a + 13]!]!, L[b[a + 13]!]!, H[b[a + 14]!]!, L[b[a + 14]!]!, H[b[a + 15]!]!, L[b[a + 15]!]!,
+  );
+}
+
 export class ProtobufReader implements OtlpReader {
   private readonly w: WireCursor;
   private readonly writer: AttributesWriter;
@@ -117,7 +150,8 @@ export class ProtobufReader implements OtlpReader {
     const buf = w.buf;
     let any = 0;
     for (let i = at; i < at + n; i++) any |= buf[i]!;
-    return any === 0 ? INVALID_ID : buf.toString('hex', at, at + n);
+    if (any === 0) return INVALID_ID;
+    return n === 16 ? hex16(buf, at) : hex8(buf, at);
   }
 
   int64(): bigint {
