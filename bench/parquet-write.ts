@@ -1,8 +1,8 @@
 // The Parquet worker's step of the server, per signal: a file per table from the batches of the
 // requests one writer pacing interval gathers (the decoder's packed per-request batches joined,
 // src/delta/batch.ts joinBatches into an Arena kept from file to file as the worker keeps one,
-// then src/delta/parquet-writer.ts writeParquetFile). Prints CPU milliseconds per file set (one
-// file of each of the signal's tables), the median over blocks, and the files' bytes.
+// checkBatch, then src/delta/parquet-writer.ts writeParquetFile). Prints CPU milliseconds per file
+// set (one file of each of the signal's tables), the median over blocks, and the files' bytes.
 //
 //   node bench/parquet-write.ts [--requests 90] [--blocks 30] [--files 10] [--signal S] [--src DIR]
 //
@@ -109,6 +109,9 @@ function fileSet(w: (typeof writers)[number], tables: Map<string, unknown[]>): n
       columns.map((c) => c.name),
       arenaOf(w),
     );
+    // The worker checks the joined batch against the table's columns (before that, the event loop
+    // checked each part: a checkout without checkBatch in batch.ts).
+    if ('checkBatch' in w.batch) w.batch.checkBatch(table, columns, batch);
     const path = join(out, `${seq++}.parquet`);
     w.writer.writeParquetFile(path, columns, batch, { zstdLevel: storage.zstd_level, rowGroupSize: 1 << 20 });
     bytes += statSync(path).size;

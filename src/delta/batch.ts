@@ -297,6 +297,39 @@ export function checkRepeats(name: string, col: Utf8Data, rows: number): void {
   }
 }
 
+/**
+ * Refuses a batch that does not fit `table`'s columns: a column missing, of another kind, shorter
+ * than the batch, with malformed repeat marks, or null where the schema says not null.
+ */
+export function checkBatch(table: string, columns: readonly ColumnDef[], batch: ColumnBatch): void {
+  for (const def of columns) {
+    const col = batch.columns[def.name];
+    if (!col) throw new TypeError(`batch for ${table} has no column ${def.name}`);
+    const expected = columnKind(def.type);
+    if (col.kind !== expected && !(expected === 'string' && col.kind === 'utf8'))
+      throw new TypeError(`column ${def.name}: expected ${expected}, got ${col.kind}`);
+    if (columnLength(col) < batch.numRows)
+      throw new TypeError(`column ${def.name} has fewer rows than the batch`);
+    if (col.kind === 'utf8' && col.repeats) checkRepeats(def.name, col, batch.numRows);
+    if (!def.nullable) {
+      const i = firstNull(col, batch.numRows);
+      if (i >= 0) throw new TypeError(`non-nullable column ${def.name} is null in row ${i}`);
+    }
+  }
+}
+
+/** The first of the first `rows` rows that is null (as `isValid` says), or -1. */
+function firstNull(col: ColumnData, rows: number): number {
+  if (col.kind === 'string') {
+    for (let i = 0; i < rows; i++) if (col.values[i] === null) return i;
+    return -1;
+  }
+  const valid = col.valid;
+  if (valid === null) return -1;
+  for (let i = 0; i < rows; i++) if (valid[i] !== 1) return i;
+  return -1;
+}
+
 /** The first n rows of a string column as a utf8 column, repeats marked as the builder marks them. */
 export function utf8Of(values: readonly (string | null)[], n: number): Utf8Data {
   const col = new Utf8Column(n);

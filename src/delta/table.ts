@@ -36,18 +36,7 @@ import {
   TEMP_PREFIXES,
   type TxnAction,
 } from './actions.ts';
-import {
-  type Batches,
-  batchesRows,
-  batchList,
-  type ColumnBatch,
-  checkRepeats,
-  columnKind,
-  columnLength,
-  columnsOf,
-  isValid,
-  transferables,
-} from './batch.ts';
+import { type Batches, batchesRows, transferables } from './batch.ts';
 import type { CheckpointContent } from './checkpoint.ts';
 import type {
   CheckpointTask,
@@ -768,24 +757,6 @@ export class DeltaTable {
     return Math.max(Date.now(), this.state.timestamp + 1);
   }
 
-  private checkBatch(batch: ColumnBatch): void {
-    for (const def of this.schema.columns) {
-      const col = batch.columns[def.name];
-      if (!col) throw new TypeError(`batch for ${this.schema.name} has no column ${def.name}`);
-      const expected = columnKind(def.type);
-      if (col.kind !== expected && !(expected === 'string' && col.kind === 'utf8'))
-        throw new TypeError(`column ${def.name}: expected ${expected}, got ${col.kind}`);
-      if (columnLength(col) < batch.numRows)
-        throw new TypeError(`column ${def.name} has fewer rows than the batch`);
-      if (col.kind === 'utf8' && col.repeats) checkRepeats(def.name, col, batch.numRows);
-      if (!def.nullable) {
-        for (let i = 0; i < batch.numRows; i++) {
-          if (!isValid(col, i)) throw new TypeError(`non-nullable column ${def.name} is null in row ${i}`);
-        }
-      }
-    }
-  }
-
   /**
    * Writes the batch (or the batches, one after another) as one Parquet file and commits it.
    * Commits happen in call order. With `transfer`, the batches' buffers move to the worker
@@ -826,8 +797,6 @@ export class DeltaTable {
     const rows = batchesRows(batch);
     try {
       this.assertWritable();
-      const names = this.schema.columns.map((c) => c.name);
-      for (const part of batchList(batch)) this.checkBatch(columnsOf(part, names));
     } catch (err) {
       return Promise.reject(err);
     }
@@ -836,6 +805,7 @@ export class DeltaTable {
     const abs = join(this.dir, name);
     this.inFlight.add(name);
     const task: WriteBatchTask = {
+      table: this.schema.name,
       path: abs,
       columns: this.schema.columns,
       batch,

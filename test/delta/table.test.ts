@@ -127,6 +127,21 @@ test('an empty batch commits nothing; a null in a non-nullable column is refused
     else body.offsets[2]! += 1;
     await assert.rejects(t.append(batch), /column body: row \d is marked as a repeat/, mark);
   }
+  // Packed parts (the server's, one a request) are checked once joined, by the Parquet worker: the
+  // row counts from the first part's first row.
+  const parts = [makeRows(LOGS, 2, 1), makeRows(LOGS, 3, 2)];
+  parts[1]![1]!.event_ts = null;
+  await assert.rejects(
+    t.append(parts.map((p) => packBatch(batchFromRows(LOGS, p)))),
+    /non-nullable column event_ts is null in row 3/,
+    'packed parts',
+  );
+  const rows2 = batchFromRows(LOGS, makeRows(LOGS, 2, 1));
+  const misfit = { ...rows2, columns: { ...rows2.columns, body: rows2.columns['event_ts']! } };
+  await assert.rejects(
+    t.append([packBatch(misfit), packBatch(misfit)]),
+    /column body: expected string, got timestamp/,
+  );
   assert.equal(t.version, 0);
   assert.equal(readdirSync(dir).filter((f) => f.endsWith('.parquet')).length, 0);
   await t.close();
