@@ -37,6 +37,8 @@ function hex8(b: Uint8Array, a: number): string {
   );
 }
 
+// Written out, not two hex8 joined: a joined string of 32 characters is a rope that has to be
+// flattened later (the decode step of log records 1.05x with the join).
 function hex16(b: Uint8Array, a: number): string {
   const H = HEX_HIGH;
   const L = HEX_LOW;
