@@ -318,7 +318,7 @@ export function checkBatch(table: string, columns: readonly ColumnDef[], batch: 
   }
 }
 
-/** The first of the first `rows` rows that is null (as `isValid` says), or -1. */
+/** The first of the first `rows` rows that is null (a string column's null, or a validity byte not 1), or -1. */
 function firstNull(col: ColumnData, rows: number): number {
   if (col.kind === 'string') {
     for (let i = 0; i < rows; i++) if (col.values[i] === null) return i;
@@ -355,16 +355,6 @@ export function columnLength(column: ColumnData): number {
 export function columnKind(type: ColumnType): ColumnKind {
   if (isListType(type)) return type.list === 'long' ? 'list_long' : 'list_double';
   return type;
-}
-
-/** Is row `i` of the column non-null? */
-export function isValid(column: ColumnData, i: number): boolean {
-  switch (column.kind) {
-    case 'string':
-      return column.values[i] !== null;
-    default:
-      return column.valid === null || column.valid[i] === 1;
-  }
 }
 
 /** Buffers to list in `postMessage`'s transfer list so batches move to a worker without a copy. */

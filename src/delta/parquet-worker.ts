@@ -113,7 +113,7 @@ async function orNull(join: () => Promise<Concatenated>): Promise<Concatenated |
 serveTasks({
   async writeBatch(task: WriteBatchTask) {
     try {
-      const schema = { name: 'batch', columns: task.columns, byName: new Map() } as unknown as TableSchema;
+      const schema = { name: task.table, columns: task.columns, byName: new Map() } as unknown as TableSchema;
       const names = task.columns.map((c) => c.name);
       // Checked here, not on the event loop, where unpacking a file's ~300 packed parts (one a
       // request) to check each took 2.5-3.2 ms a file of metric points in one go. A part built
