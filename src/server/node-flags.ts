@@ -21,8 +21,8 @@
 // collects against how fast the isolate allocates, and for the event loop (~16 MB live, most of it
 // the modules' code) it left ~3 MB: under load the loop ran a full collection every ~130 ms (104 in
 // 14 s at half load, spans over JSON, each a 2-8 ms pause with V8's helper threads marking ~230 ms
-// a second), as the batches waiting for their file outlive the young generation. With the flag: 1
-// in those 14 s. Three interleaved pairs of 8 s runs, default options (docs/benchmarks.md): half-load
+// a second), as the batches waiting for their file outlive the young generation. With the flag: 5
+// in those 14 s (122 without, in the run beside it). Three interleaved pairs of 8 s runs, default options (docs/benchmarks.md): half-load
 // p99 of spans over JSON 9.1-10.5 ms against 15.1-19.0, spans over protobuf 6.2-8.4 against
 // 13.2-16.1, log records and metric points the same or lower (5.9-6.4 against 6.2-6.9), peak RSS
 // 195-219 MiB against 206-240.
