@@ -1,7 +1,6 @@
 // Node flags and environment of a server process (`otelake start` in the background and its reload
 // mode, `npm start`, the benchmarks' servers). They have to be on the command line: V8 sizes a heap
-// when the process starts, and a flag set later changes nothing. A V8 flag is the process's: it
-// applies to every isolate, the workers' too.
+// when the process starts, and a flag set later changes nothing.
 //
 // --max-semi-space-size=4: young generations of 4 MiB semi-spaces instead of V8's up to 16. A V8
 // flag is the process's: it sizes every isolate's young generation, the workers' too (it wins over
@@ -22,10 +21,11 @@
 // the modules' code) it left ~3 MB: under load the loop ran a full collection every ~130 ms (104 in
 // 14 s at half load, spans over JSON, each a 2-8 ms pause with V8's helper threads marking ~230 ms
 // a second), as the batches waiting for their file outlive the young generation. With the flag: 5
-// in those 14 s (122 without, in the run beside it). Three interleaved pairs of 8 s runs, default options (docs/benchmarks.md): half-load
-// p99 of spans over JSON 9.1-10.5 ms against 15.1-19.0, spans over protobuf 6.2-8.4 against
-// 13.2-16.1, log records and metric points the same or lower (5.9-6.4 against 6.2-6.9), peak RSS
-// 195-219 MiB against 206-240.
+// in those 14 s (122 without, in the run beside it). Three interleaved pairs of 8 s runs, default
+// options (docs/benchmarks.md): half-load p99 of spans over JSON 9.1-10.5 ms against 15.1-19.0,
+// spans over protobuf 6.2-8.4 against 13.2-16.1, log records and metric points the same or lower
+// (5.9-6.4 against 6.2-6.9), peak RSS 195-219 MiB against 206-240. Like the other, it applies to
+// every isolate; the workers collected as often as without it.
 export const SERVER_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=4', '--heap-growing-percent=100'];
 
 /** `execArgv` with the server's flags added where it does not set them itself. */
