@@ -189,6 +189,11 @@ describe('otelake (no server)', () => {
         for (const [k, v] of Object.entries(SERVER_ENV))
           assert.ok(environ.includes(`${k}=${v}`), `${k}=${v}`);
         assert.ok(pkg.scripts.start.startsWith(`${envAssignments} node `), pkg.scripts.start);
+        // `npm start` writes the Node flags out too (Node refuses some in NODE_OPTIONS): the same ones.
+        assert.ok(
+          pkg.scripts.start.startsWith(`${envAssignments} node ${SERVER_NODE_FLAGS.join(' ')} `),
+          pkg.scripts.start,
+        );
       }
     } finally {
       const stopped = await otelake(['stop', '-D', 'bound'], { cwd: dir.path });
