@@ -944,14 +944,14 @@ export class BatchBuilder {
     this.length += n;
   }
 
-  /** Appends one row given as values in schema column order (the ingest path). */
-  pushValues(values: readonly unknown[]): void {
+  /** Appends one row given as values in schema column order, from `values[at]` (the ingest path). */
+  pushValues(values: readonly unknown[], at = 0): void {
     if (this.length === this.capacity) this.grow();
     const i = this.length++;
     const cols = this.cols;
     for (let j = 0; j < cols.length; j++) {
       const c = cols[j]!;
-      const v = values[j];
+      const v = values[at + j];
       if (c.utf8) {
         if (v === null || v === undefined) {
           c.utf8.push(null);

@@ -2,19 +2,20 @@
 // item's own cells as it reads the item; the cells an item shares with others (its resource, scope,
 // span, metric) are written down the item rows when that message ends, since protobuf and JSON
 // may send them after the items. Once a resource ends its rows are complete, and are handed to a
-// RowSink one by one, in the table's column order: the server's sink validates and normalizes each
-// (schema/validate.ts) straight into the table's column builder.
+// RowSink one by one, in the table's column order, where they are (no copy a row): the server's
+// sink validates and normalizes each (schema/validate.ts) straight into the table's column builder.
 
 import { SCHEMAS, type TableName } from '../schema/tables.ts';
 
 export interface RowSink {
   /**
-   * A row of `table`: one value per column, in the table's column order, as the mapper made it
-   * (null where it has none, never undefined; the derived columns left null). `values` is reused
-   * for the next row once this returns; a list cell is a view of a larger typed array (ListCells),
-   * so a sink copies its elements rather than keeping it.
+   * A row of `table`: `cells[at]` on, one value per column, in the table's column order, as the
+   * mapper made it (null where it has none, never undefined; the derived columns left null). The
+   * sink may change its row's cells in place, not others; `cells` is not the sink's to keep once
+   * this returns. A list cell is a view of a larger typed array (ListCells), so a sink copies its
+   * elements rather than keeping it.
    */
-  row(table: TableName, values: unknown[]): void;
+  row(table: TableName, cells: unknown[], at: number): void;
   /** Forget the rows given so far: the body is mapped again, another way. */
   restart(): void;
 }
@@ -165,8 +166,8 @@ const ROWS_SEEN = new Map<TableName, number>();
 
 /**
  * The rows of one table a mapper has made and not yet handed on: their cells in one array, row
- * after row (`width` cells each), written by column index. A fresh array each time: the young
- * cells die with it instead of being remembered by an old one.
+ * after row (`width` cells each), written by column index, null until written. A fresh array each
+ * time: the young cells die with it instead of being remembered by an old one.
  */
 export class TableRows {
   readonly table: TableName;
@@ -191,12 +192,21 @@ export class TableRows {
   }
 
   private emptyCells(): unknown[] {
-    return new Array((ROWS_SEEN.get(this.table) ?? 16) * this.width);
+    return new Array((ROWS_SEEN.get(this.table) ?? 16) * this.width).fill(null);
   }
 
   /** Starts a row; returns its index, for `set`. */
   add(): number {
+    if ((this.n + 1) * this.width > this.cells.length) this.grow();
     return this.n++;
+  }
+
+  /** Twice the rows' room, the new cells null (as the sink takes them: never undefined). */
+  private grow(): void {
+    const cells = this.cells;
+    const size = cells.length;
+    cells.length = Math.max(2 * size, this.width);
+    cells.fill(null, size);
   }
 
   set(column: number, row: number, value: unknown): void {
@@ -212,7 +222,7 @@ export class TableRows {
 
   /** Forgets the rows made since `from`. */
   truncate(from: number): void {
-    this.cells.fill(undefined, from * this.width, this.n * this.width);
+    this.cells.fill(null, from * this.width, this.n * this.width);
     this.n = from;
   }
 
@@ -240,11 +250,7 @@ export class TableRows {
     if (n === 0) return;
     const cells = this.cells;
     const width = this.width;
-    const values = new Array<unknown>(width);
-    for (let i = 0, at = 0; i < n; i++, at += width) {
-      for (let j = 0; j < width; j++) values[j] = cells[at + j] ?? null;
-      sink.row(this.table, values);
-    }
+    for (let i = 0, at = 0; i < n; i++, at += width) sink.row(this.table, cells, at);
     ROWS_SEEN.set(this.table, n);
     this.flushed += n;
     this.n = 0;

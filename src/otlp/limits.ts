@@ -74,11 +74,11 @@ export class AttributeLimiter {
     this.safeLength = Math.min(limits.valueLengthLimit, 5 * limits.countLimit + 5);
   }
 
-  /** Limits the attributes of one row of `table`; returns how many were dropped. */
-  apply(table: TableName, values: unknown[]): number {
+  /** Limits the attributes of one row of `table` (`values[at]` on); returns how many were dropped. */
+  apply(table: TableName, values: unknown[], at = 0): number {
     let dropped = 0;
     for (const c of this.columns.get(table)!) {
-      const text = values[c.column];
+      const text = values[at + c.column];
       if (typeof text !== 'string' || text.length <= this.safeLength) continue;
       if (text !== c.lastText) {
         c.lastResult = limitAttributes(text, c.dropped >= 0 ? this.limits.countLimit : Infinity, this.limits);
@@ -86,10 +86,10 @@ export class AttributeLimiter {
       }
       const r = c.lastResult;
       if (r === null) continue;
-      values[c.column] = r.text;
+      values[at + c.column] = r.text;
       if (c.dropped >= 0 && r.dropped > 0) {
-        const before = values[c.dropped];
-        values[c.dropped] = Math.min(INT32_MAX, (typeof before === 'number' ? before : 0) + r.dropped);
+        const before = values[at + c.dropped];
+        values[at + c.dropped] = Math.min(INT32_MAX, (typeof before === 'number' ? before : 0) + r.dropped);
         dropped += r.dropped;
       }
     }

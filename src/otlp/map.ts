@@ -54,7 +54,7 @@ export function mapRequest(
     const values = new Array<unknown>(names.length);
     for (const row of rows) {
       for (let j = 0; j < names.length; j++) values[j] = row[names[j]!] ?? null;
-      sink.row(table, values);
+      sink.row(table, values, 0);
     }
   }
   return { route: 'tree', items: mapped.items, invalidIds: mapped.invalidIds };

@@ -222,7 +222,7 @@ export class RowNormalizer {
       if (v !== undefined) seen++;
       out[i] = v ?? null;
     }
-    const typeError = this.coerceTypes(out);
+    const typeError = this.coerceTypes(out, 0);
     if (typeError !== null) return typeError;
     // Keys the table has no column for (counted cheaply: only rows with extra keys are scanned).
     if (this.s.strictColumns) {
@@ -234,24 +234,23 @@ export class RowNormalizer {
         }
       }
     }
-    return this.complete(out);
+    return this.complete(out, 0) ?? out;
   }
 
   /**
-   * Validates and normalizes, in place, a row given as one value per column in schema order, null
-   * where it has none (the OTLP mappers' rows, which have no other keys); the rejection reason, or
-   * null.
+   * Validates and normalizes, in place, a row given as one value per column in schema order from
+   * `values[at]`, null where it has none (the OTLP mappers' rows, which have no other keys); the
+   * rejection reason, or null.
    */
-  normalizeValues(values: RowValues): string | null {
-    const r = this.coerceTypes(values) ?? this.complete(values);
-    return typeof r === 'string' ? r : null;
+  normalizeValues(values: RowValues, at = 0): string | null {
+    return this.coerceTypes(values, at) ?? this.complete(values, at);
   }
 
   /** Each value converted to its column's type (nulls stay): the first that cannot be, as a reason. */
-  private coerceTypes(out: RowValues): string | null {
-    const n = out.length;
+  private coerceTypes(out: RowValues, at: number): string | null {
+    const n = this.defs.length;
     for (let i = 0; i < n; i++) {
-      const v = out[i];
+      const v = out[at + i];
       if (v === null) continue;
       const f = this.fast[i];
       if ((f === F_STRING && typeof v === 'string') || (f === F_DOUBLE && typeof v === 'number')) continue;
@@ -261,35 +260,35 @@ export class RowNormalizer {
       if (c === INVALID || c === RANGE) {
         // With type validation off, a value that cannot be stored becomes null instead of failing the row.
         if (!this.s.validateTypes) {
-          out[i] = null;
+          out[at + i] = null;
           continue;
         }
         return `${c === RANGE ? 'out_of_range' : 'invalid_type'}:${this.names[i]}`;
       }
-      out[i] = c;
+      out[at + i] = c;
     }
     return null;
   }
 
-  /** The rules after the types: service name, derived columns, required columns. */
-  private complete(out: RowValues): RowValues | string {
+  /** The rules after the types: service name, derived columns, required columns; the reason, or null. */
+  private complete(out: RowValues, at: number): string | null {
     const s = this.s;
     const names = this.names;
     // service_name: trimmed when normalizing; the default when missing.
-    let service = out[this.serviceIdx] as string | null;
+    let service = out[at + this.serviceIdx] as string | null;
     if (service !== null && s.normalizeServiceName) service = service.trim();
-    out[this.serviceIdx] = isMissing(service) ? s.defaultServiceName : service;
+    out[at + this.serviceIdx] = isMissing(service) ? s.defaultServiceName : service;
 
-    const derivedError = this.computeDerived(out);
+    const derivedError = this.computeDerived(out, at);
     if (derivedError !== null) return derivedError;
 
     if (s.validateRequired) {
-      for (const i of this.requiredIdx) if (isMissing(out[i])) return `missing_required:${names[i]}`;
+      for (const i of this.requiredIdx) if (isMissing(out[at + i])) return `missing_required:${names[i]}`;
     }
     // The tenant key and the ordering time are stored in every row, whatever the settings.
-    if (isMissing(out[this.projectIdx])) return 'missing_required:project_id';
-    if (out[this.eventIdx] === null) return 'missing_required:event_ts';
-    return out;
+    if (isMissing(out[at + this.projectIdx])) return 'missing_required:project_id';
+    if (out[at + this.eventIdx] === null) return 'missing_required:event_ts';
+    return null;
   }
 
   /**
@@ -297,25 +296,25 @@ export class RowNormalizer {
    * event_ts from the table's nanosecond time (logs fall back to the observed time); span duration.
    * The only place a log's event_ts and a span's duration are derived: the OTLP mapper leaves them null.
    */
-  private computeDerived(out: RowValues): string | null {
-    if (this.observedIdx >= 0 && (out[this.observedIdx] === null || out[this.observedIdx] === 0n)) {
-      out[this.observedIdx] = BigInt(this.clock()) * 1_000_000n;
+  private computeDerived(out: RowValues, at: number): string | null {
+    if (this.observedIdx >= 0 && (out[at + this.observedIdx] === null || out[at + this.observedIdx] === 0n)) {
+      out[at + this.observedIdx] = BigInt(this.clock()) * 1_000_000n;
     }
-    if (out[this.eventIdx] === null) {
-      let nanos = this.sourceIdx >= 0 ? (out[this.sourceIdx] as bigint | null) : null;
+    if (out[at + this.eventIdx] === null) {
+      let nanos = this.sourceIdx >= 0 ? (out[at + this.sourceIdx] as bigint | null) : null;
       if (this.observedIdx >= 0 && (nanos === null || nanos === 0n)) {
-        nanos = (out[this.observedIdx] as bigint | null) ?? nanos;
+        nanos = (out[at + this.observedIdx] as bigint | null) ?? nanos;
       }
-      if (nanos !== null) out[this.eventIdx] = nanosToMicros(nanos);
+      if (nanos !== null) out[at + this.eventIdx] = nanosToMicros(nanos);
     }
-    if (this.durationIdx >= 0 && out[this.durationIdx] === null) {
-      const start = out[this.startIdx] as bigint | null;
-      const end = out[this.endIdx] as bigint | null;
+    if (this.durationIdx >= 0 && out[at + this.durationIdx] === null) {
+      const start = out[at + this.startIdx] as bigint | null;
+      const end = out[at + this.endIdx] as bigint | null;
       // 0 is OTLP's "unset": an unfinished span has no duration.
       if (start !== null && end !== null && start !== 0n && end !== 0n) {
         const duration = end - start;
         // Times near both ends of int64 give a difference beyond it, which the column would wrap.
-        if (duration >= INT64_MIN && duration <= INT64_MAX) out[this.durationIdx] = duration;
+        if (duration >= INT64_MIN && duration <= INT64_MAX) out[at + this.durationIdx] = duration;
         else if (this.s.validateTypes) return 'out_of_range:duration_ns';
       }
     }

@@ -167,21 +167,21 @@ export class RequestDecoder implements RowSink {
   }
 
   /** A mapped row: its attributes limited, then validated and normalized into the table's builder. */
-  row(table: TableName, values: unknown[]): void {
+  row(table: TableName, cells: unknown[], at: number): void {
     let t = this.builds[table];
     if (t === undefined) {
       t = new TableBuild(table, this.settings);
       this.builds[table] = t;
     }
     t.rows++;
-    this.limiter.apply(table, values);
-    const project = values[0] as string; // every table's first column, held to the rule by the mapper
-    const reason = t.normalizer.normalizeValues(values);
+    this.limiter.apply(table, cells, at);
+    const project = cells[at] as string; // every table's first column, held to the rule by the mapper
+    const reason = t.normalizer.normalizeValues(cells, at);
     if (reason !== null) {
       t.reasons[reason] = (t.reasons[reason] ?? 0) + 1;
       return;
     }
-    t.builder.pushValues(values);
+    t.builder.pushValues(cells, at);
     // Rows come in runs of one project (a resource's): counted a run at a time.
     if (project !== this.runProject) {
       this.endRun();

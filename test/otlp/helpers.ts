@@ -28,10 +28,10 @@ export const CTX = { defaultProjectId: 'default-project' };
 export class RowObjects implements RowSink {
   tables: Partial<Record<TableName, Row[]>> = {};
 
-  row(table: TableName, values: unknown[]): void {
+  row(table: TableName, cells: unknown[], at: number): void {
     const row: Row = {};
     SCHEMAS[table].columns.forEach((c, j) => {
-      const v = values[j];
+      const v = cells[at + j];
       row[c.name] = v instanceof BigInt64Array || v instanceof Float64Array ? [...v] : v;
     });
     const rows = this.tables[table] ?? [];
