@@ -2,8 +2,9 @@
 // item's own cells as it reads the item; the cells an item shares with others (its resource, scope,
 // span, metric) are written down the item rows when that message ends, since protobuf and JSON
 // may send them after the items. Once a resource ends its rows are complete, and are handed to a
-// RowSink one by one, in the table's column order, where they are (no copy a row): the server's
-// sink validates and normalizes each (schema/validate.ts) straight into the table's column builder.
+// RowSink one by one, in the table's column order, where they lie in the cells (not copied out):
+// the server's sink validates and normalizes each (schema/validate.ts) straight into the table's
+// column builder.
 
 import { SCHEMAS, type TableName } from '../schema/tables.ts';
 
