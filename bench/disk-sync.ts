@@ -119,12 +119,15 @@ async function main(): Promise<void> {
         `| ${i} | ${sorted.length} | ${q(0.5)} | ${q(0.99)} | ${q(0.999)} | ${sorted.at(-1)!.toFixed(2)} | ${r.slow.length}: ${slow} |`,
       );
     });
-    // A stall of the disk: a slow write of the first writer that every other writer's slow writes overlap.
-    const overlaps = (a: [number, number], b: [number, number]) => a[0] < b[0] + b[1] && b[0] < a[0] + a[1];
-    const shared = results[0]!.slow.filter((w) => results.every((r) => r.slow.some((o) => overlaps(w, o))));
-    console.log(
-      `slow writes of writer 0 that every writer's slow writes overlap: ${shared.length} of ${results[0]!.slow.length}`,
-    );
+    if (writers > 1) {
+      // A stall of the disk: a slow write of the first writer that a slow write of every other one overlaps.
+      const overlaps = (a: [number, number], b: [number, number]) => a[0] < b[0] + b[1] && b[0] < a[0] + a[1];
+      const others = results.slice(1);
+      const shared = results[0]!.slow.filter((w) => others.every((r) => r.slow.some((o) => overlaps(w, o))));
+      console.log(
+        `slow writes of writer 0 that a slow write of every other writer overlaps: ${shared.length} of ${results[0]!.slow.length}`,
+      );
+    }
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
