@@ -14,7 +14,7 @@
 // --dir: where the files go (default: the system's temporary directory); give the data directory's
 // disk to measure that one.
 
-import { closeSync, constants, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
+import { closeSync, constants, fsyncSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -49,6 +49,8 @@ function runWriter(task: WriterTask): WriterResult {
   const chunk = Buffer.alloc(1024 * 1024);
   let fd = openSync(task.path, 'w');
   for (let at = 0; at < FILE_BYTES; at += chunk.length) writeSync(fd, chunk, 0, chunk.length, at);
+  // Synced, as the log's spares are: else the kernel would write these pages back during the run.
+  fsyncSync(fd);
   closeSync(fd);
   fd = openSync(task.path, constants.O_WRONLY | constants.O_DSYNC);
   const record = Buffer.alloc(task.bytes, 0x5a);
@@ -62,6 +64,8 @@ function runWriter(task: WriterTask): WriterResult {
     // Paced by spinning: a timer's wake-up would add its own delay to the thread's.
     while (clock() < next);
     const t = clock();
+    // Behind (a slow write, or a late start): the next write is paced from now, not in a burst.
+    if (t - next > task.intervalMs) next = t;
     writeSync(fd, record, 0, record.length, position);
     const ms = clock() - t;
     latencies.push(ms);
