@@ -207,6 +207,8 @@ export class Shipper {
     for (const [d, s] of states) if (isDay(d) && (s.phase !== 'open' || days.has(d))) days.add(d);
     const out = [...days].filter((d) => d < today && states.get(d)?.phase !== 'cleaned').sort();
     this.pending = out.length;
+    // A day another process (`otelake ship`) shipped meanwhile waits for no retry here.
+    for (const d of this.retryAt.keys()) if (!out.includes(d)) this.retryAt.delete(d);
     return out;
   }
 
@@ -376,7 +378,9 @@ export class Shipper {
   }
 
   stats(): ShipperStats {
-    const retries = [...this.retryAt.values()].filter((t) => t > Date.now());
+    // A retry stays `waiting_retry` (its time past: due) until its pass takes the day up, not
+    // `idle` for the moment between the two; without automatic shipping nothing retries.
+    const retries = this.running ? [...this.retryAt.values()] : [];
     const state: ShipperStats['state'] = !this.store
       ? 'not_configured'
       : this.current

@@ -376,10 +376,19 @@ describe('automatic shipping', () => {
       for (let i = 0; i < 600 && !(await ok()); i++) await new Promise((r) => setTimeout(r, 50));
       assert.ok(await ok(), what);
     };
+    // Between failures the state is waiting_retry, or shipping while a retry runs: never idle,
+    // not even between a retry's time and its pass taking the day up.
+    const seen = new Set<string>();
+    const sampler = setInterval(() => {
+      const s = logger.stats().shipper;
+      if (s.last_error) seen.add(`${s.state} ${s.state === 'waiting_retry' && s.next_retry_at !== null}`);
+    }, 1);
     await until(
-      'two failed attempts',
-      async () => (await phases(index)).filter((p) => p === 'failed:upload').length >= 2,
-    );
+      'three failed attempts',
+      async () => (await phases(index)).filter((p) => p === 'failed:upload').length >= 3,
+    ).finally(() => clearInterval(sampler));
+    assert.ok(seen.has('waiting_retry true'), [...seen].join(', '));
+    for (const s of seen) assert.ok(['shipping false', 'waiting_retry true'].includes(s), s);
     const stats = logger.stats().shipper;
     assert.equal(stats.last_error!.day, DAY);
     assert.match(stats.last_error!.message, /ECONNREFUSED/);
