@@ -3,6 +3,7 @@
 
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { readFile, stat, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:http';
 import { join } from 'node:path';
@@ -231,26 +232,27 @@ describe('otelake (no server)', () => {
   test('stop waits for a graceful exit; --force kills a server that ignores SIGTERM', async (t) => {
     await otelake(['init', '-D', 'force'], { cwd: dir.path });
     const pidFile = join(dir.path, 'force', 'default', 'otelake.pid');
-    // Stand-ins for a server: their command line names otelake, like the real one's.
+    // Stand-ins for a server: their command line names otelake, like the real one's. Each says
+    // when its handler is installed (before, SIGTERM's default action would end it).
     const graceful = spawn(
       process.execPath,
       [
         '-e',
-        "process.on('SIGTERM', () => setTimeout(() => process.exit(0), 300)); setInterval(() => {}, 1000)",
+        "process.on('SIGTERM', () => setTimeout(() => process.exit(0), 300)); setInterval(() => {}, 1000); console.log('ready')",
         'otelake',
       ],
-      { stdio: 'ignore' },
+      { stdio: ['ignore', 'pipe', 'ignore'] },
     );
     const stubborn = spawn(
       process.execPath,
-      ['-e', "process.on('SIGTERM', () => {}); setInterval(() => {}, 1000)", 'otelake'],
-      { stdio: 'ignore' },
+      ['-e', "process.on('SIGTERM', () => {}); setInterval(() => {}, 1000); console.log('ready')", 'otelake'],
+      { stdio: ['ignore', 'pipe', 'ignore'] },
     );
     t.after(() => {
       killQuietly(graceful);
       killQuietly(stubborn);
     });
-    await new Promise((r) => setTimeout(r, 300)); // let them install their handlers
+    await Promise.all([graceful, stubborn].map((c) => once(c.stdout!, 'data')));
 
     await writeFile(pidFile, `${graceful.pid}\n`);
     const ok = await otelake(['stop', '-D', 'force'], { cwd: dir.path });

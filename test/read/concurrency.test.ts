@@ -147,15 +147,13 @@ describe('converting large results', () => {
       ),
     ]);
     const ipc = df.writeIPC();
-    let ticks = 0;
-    let longest = 0;
+    const gaps: number[] = [];
     let last = performance.now();
     let done = false;
     const tick = () => {
       const now = performance.now();
-      longest = Math.max(longest, now - last);
+      gaps.push(now - last);
       last = now;
-      ticks++;
       if (!done) setImmediate(tick);
     };
     setImmediate(tick);
@@ -167,8 +165,11 @@ describe('converting large results', () => {
     assert.equal(rows[n - 1]!.v, 2n ** 62n + BigInt(n - 1) * 3n - 5n);
     assert.equal(rows[7]!.s, null);
     assert.equal(rows[8]!.s, 'text 8');
-    assert.ok(ticks > 5, `the loop turned only ${ticks} times during the conversion`);
-    // Relative, not absolute: a garbage collection or a busy shared machine may delay any turn.
-    assert.ok(longest < total / 3, `the loop was held ${longest.toFixed(0)} ms of ${total.toFixed(0)} ms`);
+    assert.ok(gaps.length > 5, `the loop turned only ${gaps.length} times during the conversion`);
+    // Relative, not absolute, and the 90th percentile, not the longest: a garbage collection or a
+    // busy shared machine may hold any one turn (71 ms of 300 seen here); a conversion in a few
+    // large pieces holds most of them.
+    const p90 = gaps.sort((a, b) => a - b)[Math.floor(gaps.length * 0.9)]!;
+    assert.ok(p90 < total / 4, `the loop was held ${p90.toFixed(0)} ms (p90) of ${total.toFixed(0)} ms`);
   });
 });

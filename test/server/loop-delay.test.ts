@@ -22,12 +22,13 @@ test('the loop delay is sampled while requests come, and not once they stop', as
     await sleep(30);
     block(60);
     await sleep(30);
-    const held = delay.stats().max;
-    assert.ok(held >= 30, `a 60 ms hold-up while sampling shows (max ${held} ms)`);
+    assert.ok(delay.stats().max >= 30, `a 60 ms hold-up while sampling shows (max ${delay.stats().max} ms)`);
 
-    // Idle: sampling stops within two idle periods.
+    // Idle: sampling stops within two idle periods. (What it holds is read once it has stopped: a
+    // busy machine may hold the loop longer than 60 ms before then, and that is sampled too.)
     await sleep(400);
     assert.equal(delay.sampling, false, 'stopped after 150 ms without a request');
+    const held = delay.stats().max;
     block(150);
     await sleep(30);
     assert.equal(delay.stats().max, held, 'a hold-up while idle is not sampled');

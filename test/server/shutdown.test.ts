@@ -147,10 +147,16 @@ test('requests arriving while the server closes get 503 + Retry-After, OTLP ones
   // busy, so they stay open and the requests reach the router while it closes.
   const head = (type: string) =>
     `POST /v1/logs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: ${type}\r\nContent-Length: 2\r\n`;
+  const accepted: Socket[] = [];
+  s.app.server.on('connection', (c: Socket) => accepted.push(c));
   const json = splitRequest(port, head('application/json'));
   const proto = splitRequest(port, head('application/x-protobuf'));
   const read = splitRequest(port, 'GET /api/logs HTTP/1.1\r\nHost: 127.0.0.1\r\n');
-  await new Promise((r) => setTimeout(r, 100));
+  // Until the server has read the start of all three: a connection it has not read from yet
+  // counts as idle, and closing drops it instead of answering.
+  while (accepted.length < 3 || accepted.some((c) => c.bytesRead === 0)) {
+    await new Promise((r) => setTimeout(r, 5));
+  }
   const closing = s.app.close();
   try {
     while (s.app.server.listening) await new Promise((r) => setTimeout(r, 10));

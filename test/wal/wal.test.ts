@@ -203,9 +203,12 @@ describe('WriteAheadLog', () => {
       return wal.append([entry(50, t)], (l) => logged.push(...l));
     };
     // Past half of a segment, a spare of the full size is written ahead...
+    // (Each append waits for a spare being prepared: the appends' writes are quicker than
+    // preparing it, and a segment that fills before its spare is ready is followed by a new file.)
+    const spareReady = () => (wal as unknown as { preparing: Promise<void> | null }).preparing;
     for (let i = 0; i < 200 && wal.stats().spare_segments === 0; i++) {
       await append();
-      await new Promise((r) => setTimeout(r, 5));
+      await spareReady();
     }
     assert.ok(
       await openWithDsync(join(dir, (await segments(dir))[0]!)),
@@ -214,11 +217,9 @@ describe('WriteAheadLog', () => {
     assert.equal(wal.stats().segments, 1);
     assert.equal(wal.stats().spare_segments, 1, 'a spare was prepared');
     // ... and becomes the next segment.
-    // (Paced as above: the appends' writes are quicker than preparing the next spare, and a
-    // segment that fills before its spare is ready is followed by a new file.)
     while (wal.stats().segments < 3) {
       await append();
-      await new Promise((r) => setTimeout(r, 5));
+      await spareReady();
     }
     assert.equal(wal.stats().spare_segments, 0);
     // Committed segments become spares (at most two) instead of being deleted.
