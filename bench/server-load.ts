@@ -13,7 +13,10 @@
 //     send time, so a stall is not hidden), and that phase's CPU seconds per million items and
 //     rows per file once its rows are written (with `--half-rate`, any lighter load's);
 //   - the server process's peak RSS (VmHWM), its CPU (process and event loop), CPU seconds per
-//     million items, and the event-loop delay p99/max it reports on /healthz.
+//     million items, and the event-loop delay p99/max it reports on /healthz;
+//   - where the full-load CPU went, per million items, by thread (a second table): the event
+//     loop, the decoders, the Parquet worker (by the names the pools give their threads), V8's
+//     helper threads, libuv's pool, and the rest (threads that ended meanwhile included).
 // Request bodies are encoded (and gzipped) before the clock starts: the generator only sends, each
 // request as one prepared buffer over a lean HTTP/1.1 client (bench/http-client.ts), so that it takes
 // little of the CPU the server needs.
@@ -61,7 +64,7 @@
 // threads went from 18-20% to 9-10% of a core at ~105k spans/s.
 
 import { spawn } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -72,6 +75,15 @@ import { withServerEnv, withServerFlags } from '../src/server/node-flags.ts';
 import type { PartialOptions } from '../src/storage/options.ts';
 import { RawConnection, rawRequest } from './http-client.ts';
 import { hexIdsToBytes, logsRequest, metricsRequest, tracesRequest } from './otlp-payloads.ts';
+
+/** The server's threads by the name Linux knows them by, in the order of the CPU table. */
+const THREAD_GROUPS: [group: string, names: string[]][] = [
+  ['event loop', ['MainThread']],
+  ['decoders', ['otelake-decode']],
+  ['Parquet worker', ['otelake-parquet']],
+  ['V8 helpers', ['V8Worker', 'DelayedTaskSche']],
+  ['libuv pool', ['libuv-worker']],
+];
 
 /** Items per request unless --items says otherwise; the Collector's batch processor sends up to 8,192. */
 const ITEMS_PER_REQUEST = 100;
@@ -246,17 +258,53 @@ async function peakRssMiB(pid: number): Promise<number> {
   return Math.round(kb / 1024);
 }
 
-/** CPU seconds used so far by the whole server process and by its main thread (from /proc). */
-async function cpuSeconds(pid: number): Promise<{ process: number; main: number }> {
-  const ticks = async (path: string) => {
-    const fields = (await readFile(path, 'utf8')).split(') ')[1]!.split(' ');
-    return Number(fields[11]) + Number(fields[12]); // utime + stime, after the "(comm) " part
-  };
+interface CpuSnapshot {
+  /** The whole process, ended threads included. */
+  process: number;
+  main: number;
+  /** Each live thread's CPU seconds and its group ('other' if none). */
+  threads: Map<string, { group: string; seconds: number }>;
+}
+
+/** CPU seconds (user + system) used so far by the server process and each of its threads (/proc). */
+async function cpuSeconds(pid: number): Promise<CpuSnapshot> {
   const hz = 100;
-  return {
-    process: (await ticks(`/proc/${pid}/stat`)) / hz,
-    main: (await ticks(`/proc/${pid}/task/${pid}/stat`)) / hz,
+  // utime + stime, after the "(comm) " part; undefined for a thread that ended meanwhile.
+  const stat = async (path: string) => {
+    const text = await readFile(path, 'utf8').catch(() => undefined);
+    if (text === undefined) return undefined;
+    const comm = text.slice(text.indexOf('(') + 1, text.lastIndexOf(')'));
+    const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
+    return { comm, seconds: (Number(fields[11]) + Number(fields[12])) / hz };
   };
+  const threads = new Map<string, { group: string; seconds: number }>();
+  for (const tid of await readdir(`/proc/${pid}/task`)) {
+    const t = await stat(`/proc/${pid}/task/${tid}/stat`);
+    if (!t) continue;
+    const group = THREAD_GROUPS.find(([, names]) => names.includes(t.comm))?.[0] ?? 'other';
+    threads.set(tid, { group, seconds: t.seconds });
+  }
+  return {
+    process: (await stat(`/proc/${pid}/stat`))!.seconds,
+    main: threads.get(String(pid))?.seconds ?? 0,
+    threads,
+  };
+}
+
+/** CPU seconds per group between two snapshots; 'other' takes what no live thread accounts for. */
+function cpuByGroup(a: CpuSnapshot, b: CpuSnapshot): Map<string, number> {
+  const out = new Map<string, number>([
+    ...THREAD_GROUPS.map(([g]) => [g, 0] as [string, number]),
+    ['other', 0],
+  ]);
+  let counted = 0;
+  for (const [tid, t] of b.threads) {
+    const used = t.seconds - (a.threads.get(tid)?.seconds ?? 0); // a thread started meanwhile: all of it
+    out.set(t.group, out.get(t.group)! + used);
+    counted += used;
+  }
+  out.set('other', out.get('other')! + Math.max(0, b.process - a.process - counted));
+  return out;
 }
 
 interface PhaseResult {
@@ -438,6 +486,7 @@ async function main(): Promise<void> {
   await primeCompileCache(scenarios, items);
   const rows: string[][] = [];
   const results: Measured[] = [];
+  const threadRows: string[][] = [];
   const rounds = Number(values.rounds);
   // Each round runs the whole list; a scenario's option sets stay back to back.
   const runs = Array.from({ length: rounds }, (_, round) => scenarios.map((s) => ({ s, round }))).flat();
@@ -486,8 +535,9 @@ async function main(): Promise<void> {
       const cpuProcess = (c1.process - c0.process) / elapsed;
       const cpuMain = (c1.main - c0.main) / elapsed;
       // Server CPU per million items: what 2 dedicated cores would sustain, whatever else runs here.
-      const cpuPerMillion =
-        (c1.process - c0.process) / (((w1 - w0) * (itemsPerRequest / rowsPerRequest)) / 1e6);
+      const millions = ((w1 - w0) * (itemsPerRequest / rowsPerRequest)) / 1e6;
+      const cpuPerMillion = (c1.process - c0.process) / millions;
+      threadRows.push([s.name, ...[...cpuByGroup(c0, c1).values()].map((v) => (v / millions).toFixed(2))]);
       const line = [
         s.name,
         String(avgBytes),
@@ -529,6 +579,11 @@ async function main(): Promise<void> {
   );
   console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const r of rows) console.log(`| ${r.join(' | ')} |`);
+  console.log('');
+  const groups = [...THREAD_GROUPS.map(([g]) => g), 'other'];
+  console.log(`| full load: server CPU s per 1M items by thread | ${groups.join(' | ')} |`);
+  console.log(`|---|${groups.map(() => '---|').join('')}`);
+  for (const r of threadRows) console.log(`| ${r.join(' | ')} |`);
   if (rounds > 1) printRounds(results);
 }
 

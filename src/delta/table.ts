@@ -174,6 +174,7 @@ const PARQUET_SPARE_AFTER_MS = 1000;
 function deltaPool(): WorkerPool {
   if (!pool) {
     pool = new WorkerPool(siblingModule(import.meta.url, 'parquet-worker'), {
+      name: 'otelake-parquet',
       size: Math.max(1, Math.min(2, availableParallelism())),
       // Only a compaction may load polars, whose native memory goes back only when V8 collects:
       // replacing the worker every 256 writes cost ~130 ms of CPU in its first 250 ms each time

@@ -99,6 +99,7 @@ let pool: WorkerPool | null = null;
 
 function queryPool(): WorkerPool {
   pool ??= new WorkerPool(siblingModule(import.meta.url, 'query-worker'), {
+    name: 'otelake-query',
     size: Math.max(1, Math.min(2, availableParallelism())),
     recycleAfter: RECYCLE_AFTER,
   });

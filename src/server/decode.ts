@@ -276,6 +276,7 @@ export class Decoders {
       const workerData: DecoderInit = { protobuf, settings, limits };
       // Two tasks per worker: it decodes the next body while the event loop queues the last one.
       this.pool = new WorkerPool(siblingModule(import.meta.url, 'decode-worker'), {
+        name: 'otelake-decode',
         size: workers,
         workerData,
         maxInFlight: 2,

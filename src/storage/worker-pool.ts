@@ -36,6 +36,11 @@ interface Slot {
 }
 
 export interface WorkerPoolOptions {
+  /**
+   * The workers' thread name (`otelake-decode`): what `top -H`, `ps -L` and /proc show for them,
+   * and how `bench/server-load.ts` tells their CPU apart. Linux keeps 15 bytes of it.
+   */
+  name: string;
   size: number;
   /** Replace a worker after it ran this many tasks (bounds native memory). 0 = never. */
   recycleAfter?: number;
@@ -187,6 +192,7 @@ export class WorkerPool {
     // Without execArgv a worker inherits the parent's flags; extra flags replace them.
     const cache = module.getCompileCacheDir?.();
     const worker = new Worker(this.url, {
+      name: this.opts.name,
       ...(this.opts.execArgv.length > 0 ? { execArgv: this.opts.execArgv } : {}),
       // The compile cache the process enabled (bin/otelake.js does) serves the workers too: a
       // worker then loads compiled code instead of stripping the types of every module again

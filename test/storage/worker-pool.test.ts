@@ -6,7 +6,7 @@ const url = siblingModule(import.meta.url, 'fixtures/echo-worker');
 
 describe('WorkerPool', () => {
   it('runs tasks, transfers typed arrays both ways and reports task errors', async () => {
-    const pool = new WorkerPool(url, { size: 2 });
+    const pool = new WorkerPool(url, { name: 'otelake-test', size: 2 });
     assert.deepEqual(await pool.run('echo', { a: 1n, s: 'x' }), { a: 1n, s: 'x' });
     const input = new Float64Array([1, 2.5]);
     const out = await pool.run<Float64Array>('double', input, [input.buffer]);
@@ -17,15 +17,23 @@ describe('WorkerPool', () => {
     await pool.close();
   });
 
-  it('gives each worker the heap limits asked for', async () => {
-    const pool = new WorkerPool(url, { size: 1, resourceLimits: { maxYoungGenerationSizeMb: 8 } });
-    const me = await pool.run<{ resourceLimits: { maxYoungGenerationSizeMb: number } }>('whoami', null);
+  it('gives each worker the heap limits asked for, and its thread the name', async () => {
+    const pool = new WorkerPool(url, {
+      name: 'otelake-test',
+      size: 1,
+      resourceLimits: { maxYoungGenerationSizeMb: 8 },
+    });
+    const me = await pool.run<{ resourceLimits: { maxYoungGenerationSizeMb: number }; threadName: string }>(
+      'whoami',
+      null,
+    );
     assert.equal(me.resourceLimits.maxYoungGenerationSizeMb, 8);
+    assert.equal(me.threadName, 'otelake-test', 'the name top -H and /proc show');
     await pool.close();
   });
 
   it('runs at most `size` tasks at once and queues the rest', async () => {
-    const pool = new WorkerPool(url, { size: 2 });
+    const pool = new WorkerPool(url, { name: 'otelake-test', size: 2 });
     const runs = [pool.run('slow', 100), pool.run('slow', 100), pool.run('slow', 100)];
     await new Promise((r) => setTimeout(r, 20));
     assert.equal(pool.queuedTasks, 1);
@@ -34,7 +42,7 @@ describe('WorkerPool', () => {
   });
 
   it('starts a spare worker only for a task that waited spareAfterMs, and stops it once idle', async () => {
-    const pool = new WorkerPool(url, { size: 2, spareAfterMs: 150, spareIdleMs: 300 });
+    const pool = new WorkerPool(url, { name: 'otelake-test', size: 2, spareAfterMs: 150, spareIdleMs: 300 });
     const first = (await pool.run<{ threadId: number }>('whoami', null)).threadId;
     const slow = pool.run('slow', 3000);
     const next = pool.run<{ threadId: number }>('whoami', null);
@@ -52,14 +60,19 @@ describe('WorkerPool', () => {
   });
 
   it('rejects the task of a worker that dies and replaces the worker', async () => {
-    const pool = new WorkerPool(url, { size: 1 });
+    const pool = new WorkerPool(url, { name: 'otelake-test', size: 1 });
     await assert.rejects(pool.run('crash', null), /exited with code 3/);
     assert.equal(await pool.run('echo', 'alive'), 'alive');
     await pool.close();
   });
 
   it('gives every worker its workerData, and posts up to maxInFlight tasks to one worker', async () => {
-    const pool = new WorkerPool(url, { size: 2, maxInFlight: 2, workerData: { role: 'decode' } });
+    const pool = new WorkerPool(url, {
+      name: 'otelake-test',
+      size: 2,
+      maxInFlight: 2,
+      workerData: { role: 'decode' },
+    });
     const runs = [100, 100, 100, 100, 100].map((ms) => pool.run<number>('busy', ms));
     await new Promise((r) => setTimeout(r, 20));
     assert.equal(pool.queuedTasks, 1, 'two workers take two tasks each, the fifth waits');
@@ -71,7 +84,7 @@ describe('WorkerPool', () => {
   });
 
   it('recycles workers after recycleAfter tasks', async () => {
-    const pool = new WorkerPool(url, { size: 1, recycleAfter: 2 });
+    const pool = new WorkerPool(url, { name: 'otelake-test', size: 1, recycleAfter: 2 });
     const threads: number[] = [];
     for (let i = 0; i < 5; i++) threads.push((await pool.run<{ threadId: number }>('whoami', null)).threadId);
     assert.equal(threads[0], threads[1], 'a worker runs recycleAfter tasks');
@@ -82,7 +95,12 @@ describe('WorkerPool', () => {
   });
 
   it('counts only recycleTasks toward recycleAfter', async () => {
-    const pool = new WorkerPool(url, { size: 1, recycleAfter: 2, recycleTasks: ['echo'] });
+    const pool = new WorkerPool(url, {
+      name: 'otelake-test',
+      size: 1,
+      recycleAfter: 2,
+      recycleTasks: ['echo'],
+    });
     const whoami = async () => (await pool.run<{ threadId: number }>('whoami', null)).threadId;
     const first = await whoami();
     for (let i = 0; i < 4; i++) assert.equal(await whoami(), first, 'tasks not counted keep the worker');
@@ -94,7 +112,7 @@ describe('WorkerPool', () => {
   });
 
   it('an aborted signal takes a waiting task out of the queue and rejects a running one at once', async () => {
-    const pool = new WorkerPool(url, { size: 1 });
+    const pool = new WorkerPool(url, { name: 'otelake-test', size: 1 });
     const first = new AbortController();
     const second = new AbortController();
     const running = pool.run('slow', 200, [], first.signal);
