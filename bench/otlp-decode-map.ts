@@ -4,7 +4,7 @@
 // Prints µs per request (median, p10-p90) and CPU seconds per 1M items (user + system of the
 // whole process over the measured requests, GC threads included).
 //
-//   node bench/otlp-decode-map.ts [--requests N] [--signal S] [--format F] [--src DIR] [--json FILE]
+//   node bench/otlp-decode-map.ts [--requests N] [--items 100] [--signal S] [--format F] [--src DIR] [--json FILE]
 //
 // --signal (traces, logs, metrics) and --format (protobuf, json) run only those cases.
 // --src DIR runs the decoder of another checkout's src/ (e.g. from before issue 19, when protobuf
@@ -33,6 +33,7 @@ import { hexIdsToBytes, logsRequest, metricsRequest, tracesRequest } from './otl
 const { values: args } = parseArgs({
   options: {
     requests: { type: 'string', default: '2000' },
+    items: { type: 'string', default: '100' },
     signal: { type: 'string' },
     format: { type: 'string' },
     src: { type: 'string' },
@@ -60,7 +61,7 @@ if (args.compare) {
 }
 
 const REQUESTS = Number(args.requests);
-const ITEMS = 100;
+const ITEMS = Number(args.items);
 const BODIES = 50; // distinct bodies, cycled
 const SIGNALS: readonly Signal[] = ['traces', 'logs', 'metrics'];
 const ITEM_TABLES: Record<Signal, readonly string[]> = {
