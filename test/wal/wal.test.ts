@@ -1,9 +1,11 @@
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { constants } from 'node:fs';
 import { mkdtemp, open, readdir, readFile, readlink, rm, stat, truncate, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
 import { crc32 } from 'node:zlib';
 import { BatchBuilder, packBatch, unpackBatch } from '../../src/delta/batch.ts';
 import { SCHEMAS, type TableName } from '../../src/schema/tables.ts';
@@ -380,6 +382,34 @@ describe('WriteAheadLog', () => {
     assert.equal(wal.stats().write_path, 'event_loop');
     await wal.close();
     await assertReplaysRows(dir, 10);
+  });
+
+  it("writes CRCs that zlib's CRC-32 checks: the log replays where @node-rs/crc32 cannot load", async () => {
+    const dir = join(root, 'zlib-crc');
+    const { wal } = await WriteAheadLog.open(dir);
+    await replayAll(wal);
+    for (let i = 0; i < 3; i++) await wal.append([entry(5, i * 5)], () => {});
+    await wal.close(); // nothing released: the segment stays
+    const child = spawnSync(
+      process.execPath,
+      [
+        '--require',
+        fileURLToPath(new URL('fixtures/no-native-crc32.cjs', import.meta.url)),
+        '--input-type=module',
+        '-e',
+        `import { createRequire } from 'node:module';
+        import { WriteAheadLog } from ${JSON.stringify(new URL('../../src/wal/wal.ts', import.meta.url).href)};
+        let loadable = true;
+        try { createRequire(import.meta.url)('@node-rs/crc32'); } catch { loadable = false; }
+        const { wal } = await WriteAheadLog.open(${JSON.stringify(dir)});
+        let rows = 0;
+        for await (const e of wal.replay()) rows += e.batch.numRows;
+        console.log(JSON.stringify({ loadable, rows }));`,
+      ],
+      { encoding: 'utf8' },
+    );
+    assert.equal(child.status, 0, child.stderr);
+    assert.deepEqual(JSON.parse(child.stdout), { loadable: false, rows: 15 });
   });
 
   it('replays segments written before records were tied to their segment (OTLKWAL1)', async () => {
