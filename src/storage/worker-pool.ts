@@ -37,8 +37,9 @@ interface Slot {
 
 export interface WorkerPoolOptions {
   /**
-   * The workers' thread name (`otelake-decode`): what `top -H`, `ps -L` and /proc show for them,
-   * and how `bench/server-load.ts` tells their CPU apart. Linux keeps 15 bytes of it.
+   * The workers' thread name (`otelake-decode`): what `top -H`, `ps -L` and /proc show for them
+   * on Node 24 (Node 22 names every thread `node`), and how `bench/server-load.ts` tells their CPU
+   * apart. Linux keeps 15 bytes of it.
    */
   name: string;
   size: number;
