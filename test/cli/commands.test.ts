@@ -3,7 +3,6 @@
 
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { once } from 'node:events';
 import { readFile, stat, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:http';
 import { join } from 'node:path';
@@ -252,7 +251,12 @@ describe('otelake (no server)', () => {
       killQuietly(graceful);
       killQuietly(stubborn);
     });
-    await Promise.all([graceful, stubborn].map((c) => once(c.stdout!, 'data')));
+    const ready = (c: typeof graceful) =>
+      new Promise<void>((resolve, reject) => {
+        c.stdout!.once('data', () => resolve());
+        c.once('exit', (code) => reject(new Error(`a stand-in exited (${code}) before it was ready`)));
+      });
+    await Promise.all([ready(graceful), ready(stubborn)]);
 
     await writeFile(pidFile, `${graceful.pid}\n`);
     const ok = await otelake(['stop', '-D', 'force'], { cwd: dir.path });

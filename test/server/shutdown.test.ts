@@ -154,7 +154,8 @@ test('requests arriving while the server closes get 503 + Retry-After, OTLP ones
   const read = splitRequest(port, 'GET /api/logs HTTP/1.1\r\nHost: 127.0.0.1\r\n');
   // Until the server has read the start of all three: a connection it has not read from yet
   // counts as idle, and closing drops it instead of answering.
-  while (accepted.length < 3 || accepted.some((c) => c.bytesRead === 0)) {
+  const deadline = Date.now() + 10_000; // beyond it, the answers below say what went wrong
+  while ((accepted.length < 3 || accepted.some((c) => c.bytesRead === 0)) && Date.now() < deadline) {
     await new Promise((r) => setTimeout(r, 5));
   }
   const closing = s.app.close();
