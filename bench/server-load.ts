@@ -14,9 +14,10 @@
 //     rows per file once its rows are written (with `--half-rate`, any lighter load's);
 //   - the server process's peak RSS (VmHWM), its CPU (process and event loop), CPU seconds per
 //     million items, and the event-loop delay p99/max it reports on /healthz;
-//   - where the full-load CPU went, per million items, by thread (a second table): the event
-//     loop, the decoders, the Parquet worker (by the names the pools give their threads), V8's
-//     helper threads, libuv's pool, and the rest (threads that ended meanwhile included).
+//   - where the CPU went, per million items, by thread (a second table; at full load, and at the
+//     half rate as its CPU per 1M is counted): the event loop, the decoders, the Parquet worker (by
+//     the names the pools give their threads), V8's helper threads, libuv's pool, and the rest
+//     (threads that ended meanwhile included).
 // Request bodies are encoded (and gzipped) before the clock starts: the generator only sends, each
 // request as one prepared buffer over a lean HTTP/1.1 client (bench/http-client.ts), so that it takes
 // little of the CPU the server needs.
@@ -512,6 +513,7 @@ async function main(): Promise<void> {
       let half: PhaseResult | null = null;
       let halfCpuPerMillion: number | null = null;
       let halfRowsPerFile: number | null = null;
+      let halfThreadRow: string[] | null = null;
       if (!values['no-half']) {
         // Let the backlog of the full-load phase drain first.
         const acceptedSoFar = (warm.statuses[200] ?? 0) + accepted;
@@ -525,9 +527,12 @@ async function main(): Promise<void> {
         await waitDrained(server.url, (acceptedSoFar + (half.statuses[200] ?? 0)) * rowsPerRequest, 30_000);
         const { rows_written: w3, batches_written: b3 } = (await health(server.url)).aggregator;
         const c3 = await cpuSeconds(server.pid);
-        if (w3 > w2)
-          halfCpuPerMillion =
-            (c3.process - c2.process) / (((w3 - w2) * (itemsPerRequest / rowsPerRequest)) / 1e6);
+        if (w3 > w2) {
+          const halfMillions = ((w3 - w2) * (itemsPerRequest / rowsPerRequest)) / 1e6;
+          halfCpuPerMillion = (c3.process - c2.process) / halfMillions;
+          const byThread = [...cpuByGroup(c2, c3).values()];
+          halfThreadRow = [`${s.name} half rate`, ...byThread.map((v) => (v / halfMillions).toFixed(2))];
+        }
         if (b3 > b2) halfRowsPerFile = (w3 - w2) / (b3 - b2);
       }
       const peak = await peakRssMiB(server.pid);
@@ -538,6 +543,7 @@ async function main(): Promise<void> {
       const millions = ((w1 - w0) * (itemsPerRequest / rowsPerRequest)) / 1e6;
       const cpuPerMillion = (c1.process - c0.process) / millions;
       threadRows.push([s.name, ...[...cpuByGroup(c0, c1).values()].map((v) => (v / millions).toFixed(2))]);
+      if (halfThreadRow) threadRows.push(halfThreadRow);
       const line = [
         s.name,
         String(avgBytes),
@@ -581,7 +587,7 @@ async function main(): Promise<void> {
   for (const r of rows) console.log(`| ${r.join(' | ')} |`);
   console.log('');
   const groups = [...THREAD_GROUPS.map(([g]) => g), 'other'];
-  console.log(`| full load: server CPU s per 1M items by thread | ${groups.join(' | ')} |`);
+  console.log(`| server CPU s per 1M items by thread (full load; half rate) | ${groups.join(' | ')} |`);
   console.log(`|---|${groups.map(() => '---|').join('')}`);
   for (const r of threadRows) console.log(`| ${r.join(' | ')} |`);
   if (rounds > 1) printRounds(results);
