@@ -295,6 +295,14 @@ function tooBusy(budget: BodyBudget): BodyError {
   );
 }
 
+/** Chunks joined into a buffer of its own (Buffer.concat takes a slice of the pool when small). */
+function joined(chunks: readonly Buffer[], length: number): Buffer {
+  const out = Buffer.allocUnsafeSlow(length);
+  let at = 0;
+  for (const c of chunks) at += c.copy(out, at);
+  return out;
+}
+
 /**
  * The whole body of `req` as one buffer, as sent (at most `limit` bytes), its bytes taken from
  * `lease` before they are read (the announced Content-Length at once, else chunk by chunk).
@@ -309,7 +317,11 @@ export function readBody(req: IncomingMessage, limit: number, lease: BodyLease):
   if (length > 0 && !lease.grow(length)) return Promise.reject(tooBusy(lease.budget));
   return new Promise((resolve, reject) => {
     // With a Content-Length the bytes are copied once into place; else chunks are joined at the end.
-    let into: Buffer | null = length > 0 ? Buffer.allocUnsafe(length) : null;
+    // `into` is allocated at the first chunk, unless that chunk is the whole body: a buffer of its
+    // own, not a slice of Buffer's pool (bodies under 32 KiB on Node 24), so that a decode worker
+    // takes it by transfer without a second copy (6-7 µs for 30 KB).
+    let sized = length > 0;
+    let into: Buffer | null = null;
     const chunks: Buffer[] = [];
     let received = 0;
     let settled = false;
@@ -326,15 +338,19 @@ export function readBody(req: IncomingMessage, limit: number, lease: BodyLease):
         fail(tooLarge(limit, 'size'));
         return;
       }
-      if (into !== null && next <= into.length) {
-        // A sole chunk filling the whole length needs no copy at all.
-        if (received === 0 && chunk.length === into.length) into = chunk;
-        else chunk.copy(into, received);
+      if (sized && next <= length) {
+        // A sole chunk filling the whole length is not copied here (it is a slice of the socket's
+        // buffer: crossing to a worker copies it once).
+        if (received === 0 && chunk.length === length) into = chunk;
+        else {
+          into ??= Buffer.allocUnsafeSlow(length);
+          chunk.copy(into, received);
+        }
       } else {
-        if (into !== null) {
+        if (sized) {
           // More bytes than Content-Length announced: node's parser prevents it, but stay correct.
-          chunks.push(into.subarray(0, received));
-          into = null;
+          if (into !== null) chunks.push(into.subarray(0, received));
+          sized = false;
         }
         if (next > lease.bytes && !lease.grow(next - lease.bytes)) {
           fail(tooBusy(lease.budget));
@@ -348,8 +364,9 @@ export function readBody(req: IncomingMessage, limit: number, lease: BodyLease):
     req.once('end', () => {
       if (settled) return;
       settled = true;
-      if (into !== null) resolve(received === into.length ? into : into.subarray(0, received));
-      else resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, received));
+      if (sized)
+        resolve(into === null ? Buffer.alloc(0) : received === length ? into : into.subarray(0, received));
+      else resolve(chunks.length === 1 ? chunks[0]! : joined(chunks, received));
     });
     req.once('error', fail);
     req.once('close', () => {

@@ -242,3 +242,59 @@ describe('BodyBudget', () => {
     }
   });
 });
+
+describe('readBody: a body read in pieces owns its buffer', () => {
+  // A decode worker takes a body by transfer only when the body owns its whole ArrayBuffer; a
+  // slice of Buffer's pool (a small allocUnsafe or Buffer.concat) would be copied a second time.
+  let owned: Server;
+  let url: string;
+  before(async () => {
+    owned = createServer((req, res) => {
+      readBody(req, LIMIT, new BodyBudget(LIMIT).lease()).then((body) => {
+        const own = body.byteOffset === 0 && body.byteLength === body.buffer.byteLength;
+        res.writeHead(200, { 'x-owns-buffer': String(own) });
+        res.end(body);
+      });
+    });
+    await new Promise<void>((r) => owned.listen(0, '127.0.0.1', r));
+    url = `http://127.0.0.1:${(owned.address() as AddressInfo).port}`;
+  });
+  after(() => new Promise<void>((r) => owned.close(() => r())));
+
+  /** Sends `body` in three writes a few milliseconds apart, so that the server reads three chunks. */
+  function sendInPieces(body: Buffer, withLength: boolean): Promise<{ owns: string; bytes: Buffer }> {
+    return new Promise((resolve, reject) => {
+      const req = httpRequest(url, {
+        method: 'POST',
+        headers: withLength ? { 'content-length': String(body.length) } : { 'transfer-encoding': 'chunked' },
+      });
+      req.on('error', reject);
+      req.on('response', (res) => {
+        const parts: Buffer[] = [];
+        res.on('data', (c: Buffer) => parts.push(c));
+        res.on('end', () =>
+          resolve({ owns: String(res.headers['x-owns-buffer']), bytes: Buffer.concat(parts) }),
+        );
+      });
+      const third = Math.ceil(body.length / 3);
+      const write = (i: number): void => {
+        if (i === 3) {
+          req.end();
+          return;
+        }
+        req.write(body.subarray(i * third, (i + 1) * third));
+        setTimeout(() => write(i + 1), 15);
+      };
+      write(0);
+    });
+  }
+
+  for (const withLength of [true, false]) {
+    test(`${withLength ? 'with Content-Length' : 'chunked'}: 3,000 bytes in three pieces`, async () => {
+      const body = randomBytes(3_000); // under half of Buffer.poolSize on Node 22 and 24
+      const res = await sendInPieces(body, withLength);
+      assert.ok(res.bytes.equals(body));
+      assert.equal(res.owns, 'true');
+    });
+  }
+});
