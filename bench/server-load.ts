@@ -28,6 +28,7 @@
 //          [--max-batch-rows 20000] [--min-batch-rows MAX] [--decode-workers N] [--no-half]
 //          [--half-rate ITEMS_PER_S]
 //          [--durability wal,memory] [--options default,tuned] [--rounds 1]
+//          [--server-src DIR,...]
 //
 // `--half-rate N` runs the open-loop phase at N items/s instead of half the measured rate: to
 // compare two builds' latency at the same load when their full-load throughput differs, or to see
@@ -44,6 +45,15 @@
 // prints the medians and the ratios the targets of issue 19 are stated in (default against tuned
 // items/s, CPU per item of metrics against logs and of JSON against protobuf), round by round: on
 // a machine whose speed drifts, ratios within a round are what compares.
+//
+// `--server-src DIR,...` runs each scenario once per server: DIR is the src/ folder of another
+// checkout (`this` for this one's), each scenario's servers back to back, with the same load tool
+// and measurements; a server gets the node flags and environment of its own checkout's launcher
+// (server/node-flags.ts), none where it has none. Before against after, in one run:
+//   mkdir -p .tmp/before && git archive 690ce73 package.json src proto | tar -x -C .tmp/before
+//   node bench/server-load.ts --server-src .tmp/before/src,this --rounds 2
+// (690ce73: main before issue 19.) Another checkout's modules resolve to this one's node_modules
+// when it lies inside this folder.
 //
 // Before measuring, a server runs once with a few requests of each scenario, so that every measured
 // server loads its modules from Node's compile cache, as an installed server does (primeCompileCache).
@@ -65,13 +75,15 @@
 // threads went from 18-20% to 9-10% of a core at ~105k spans/s.
 
 import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
 import { gzipSync } from 'node:zlib';
 import { loadProtobuf, type Signal } from '../src/otlp/index.ts';
+import type * as NodeFlags from '../src/server/node-flags.ts';
 import { withServerEnv, withServerFlags } from '../src/server/node-flags.ts';
 import type { PartialOptions } from '../src/storage/options.ts';
 import { RawConnection, rawRequest } from './http-client.ts';
@@ -103,8 +115,10 @@ function signalOf(kind: string): Signal {
 // --- server child -------------------------------------------------------------------------------
 
 if (process.argv[2] === '--serve') {
-  const { runServer } = await import('../src/server/index.ts');
-  const [dir, options] = process.argv.slice(3);
+  const [dir, options, src] = process.argv.slice(3);
+  const { runServer } = (await import(
+    src === undefined ? '../src/server/index.ts' : `${src}/server/index.ts`
+  )) as typeof import('../src/server/index.ts');
   const running = await runServer({
     dir: dir!,
     instanceId: 'bench',
@@ -130,6 +144,8 @@ interface Scenario {
   gzip: boolean;
   durability: 'wal' | 'memory';
   options: PartialOptions;
+  /** The src/ folder of the server's checkout; null: this one. */
+  src: string | null;
 }
 
 interface Body {
@@ -209,24 +225,43 @@ async function rowsWritten(url: string): Promise<number> {
   return (await health(url)).aggregator.rows_written;
 }
 
+/** The launcher's flags and environment of the checkout whose src/ is `src` (null: this one). */
+async function launcherOf(
+  src: string | null,
+): Promise<Pick<typeof NodeFlags, 'withServerFlags' | 'withServerEnv'>> {
+  if (src === null) return { withServerFlags, withServerEnv };
+  const file = join(src, 'server', 'node-flags.ts');
+  if (existsSync(file)) return (await import(file)) as typeof NodeFlags;
+  return { withServerFlags: (extra) => [...extra], withServerEnv: (env) => env };
+}
+
 async function startServer(
   options: PartialOptions,
+  src: string | null = null,
 ): Promise<{ url: string; pid: number; stop(): Promise<void> }> {
   const dir = await mkdtemp(join(tmpdir(), 'otelake-bench-server-'));
+  const launcher = await launcherOf(src);
   // The flags `otelake start` gives a server, then BENCH_SERVER_FLAGS: extra node flags for the
   // server, e.g. "--cpu-prof" to profile it (or "--max-semi-space-size=16" to undo ours).
   const extra = (process.env['BENCH_SERVER_FLAGS'] ?? '').split(' ').filter(Boolean);
-  const flags = withServerFlags(extra);
+  const flags = launcher.withServerFlags(extra);
   const child = spawn(
     process.execPath,
-    [...flags, new URL(import.meta.url).pathname, '--serve', dir, JSON.stringify(options)],
+    [
+      ...flags,
+      new URL(import.meta.url).pathname,
+      '--serve',
+      dir,
+      JSON.stringify(options),
+      ...(src === null ? [] : [src]),
+    ],
     {
       stdio: ['ignore', 'pipe', 'inherit'],
       // The compile cache on from the first module, as under bin/otelake.js (a .js launcher):
       // enabled only once this .ts file runs, the server's main thread stripped its types with
       // Node's TypeScript loader (idle: 111 MiB of RSS against 85). And the environment
       // `otelake start` gives a server (malloc settings).
-      env: withServerEnv({
+      env: launcher.withServerEnv({
         ...process.env,
         NODE_COMPILE_CACHE: process.env['NODE_COMPILE_CACHE'] ?? join(tmpdir(), 'node-compile-cache'),
       }),
@@ -384,8 +419,12 @@ async function openLoop(
  * runs with a higher first heap limit and a lower tail than one whose modules come from the cache
  * (docs/benchmarks.md): primed, every measured server starts from the cache.
  */
-async function primeCompileCache(scenarios: readonly Scenario[], items: number): Promise<void> {
-  const server = await startServer({});
+async function primeCompileCache(
+  scenarios: readonly Scenario[],
+  items: number,
+  src: string | null,
+): Promise<void> {
+  const server = await startServer({}, src);
   const primed = new Set<string>();
   try {
     for (const s of scenarios) {
@@ -429,12 +468,15 @@ async function main(): Promise<void> {
       'no-half': { type: 'boolean', default: false },
       'half-rate': { type: 'string' },
       durability: { type: 'string', default: 'wal' },
+      'server-src': { type: 'string', default: 'this' },
       options: { type: 'string', default: 'default,tuned' },
       rounds: { type: 'string', default: '1' },
     },
   });
   const optionSets = values.options!.split(',') as ('default' | 'tuned')[];
   const durabilities = values.durability!.split(',') as ('wal' | 'memory')[];
+  const srcs = values['server-src']!.split(',').map((d) => (d === 'this' ? null : resolve(d)));
+  const srcNames = values['server-src']!.split(',');
   const seconds = Number(values.seconds);
   const warmup = Number(values.warmup);
   const connections = Number(values.connections);
@@ -467,24 +509,31 @@ async function main(): Promise<void> {
     for (const g of values.gzip!.split(',')) {
       for (const set of optionSets) {
         for (const durability of durabilities) {
-          const label = [set, ...(durabilities.length > 1 ? [durability] : [])].join(', ');
-          const base = `${name}${g === 'on' ? '-gzip' : ''}${durabilities.length > 1 ? `, ${durability}` : ''}`;
-          scenarios.push({
-            name: `${name}${g === 'on' ? '-gzip' : ''} [${label}]`,
-            base,
-            set,
-            signal: signalOf(kind!),
-            format: fmt === 'proto' ? 'protobuf' : 'json',
-            gzip: g === 'on',
-            durability,
-            options: optionsOf[set],
-          });
+          for (const [i, src] of srcs.entries()) {
+            // Variants beyond the option set (durability, server) name the scenario's base.
+            const variants = [
+              ...(durabilities.length > 1 ? [durability] : []),
+              ...(srcs.length > 1 ? [srcNames[i]!] : []),
+            ];
+            const base = [`${name}${g === 'on' ? '-gzip' : ''}`, ...variants].join(', ');
+            scenarios.push({
+              name: `${name}${g === 'on' ? '-gzip' : ''} [${[set, ...variants].join(', ')}]`,
+              base,
+              set,
+              signal: signalOf(kind!),
+              format: fmt === 'proto' ? 'protobuf' : 'json',
+              gzip: g === 'on',
+              durability,
+              options: optionsOf[set],
+              src,
+            });
+          }
         }
       }
     }
   }
 
-  await primeCompileCache(scenarios, items);
+  for (const src of srcs) await primeCompileCache(scenarios, items, src);
   const rows: string[][] = [];
   const results: Measured[] = [];
   const threadRows: string[][] = [];
@@ -494,7 +543,7 @@ async function main(): Promise<void> {
   for (const { s, round } of runs) {
     const { bodies, rowsPerRequest, itemsPerRequest } = await buildBodies(s, items);
     const avgBytes = Math.round(bodies.reduce((n, b) => n + b.bytes.length, 0) / bodies.length);
-    const server = await startServer({ ...s.options, durability: s.durability });
+    const server = await startServer({ ...s.options, durability: s.durability }, s.src);
     const path = `/v1/${s.signal}`;
     try {
       const warm = await closedLoop(server.url, bodies, connections, warmup * 1000, path);
