@@ -624,8 +624,17 @@ async function main(): Promise<void> {
         halfP99: half ? percentile(half.latencies, 99) : null,
         peak,
       });
+    } catch (err) {
+      // A server that fails (crashes, stops answering) is reported in its row, and the run goes on.
+      const line = [s.name, `failed: ${(err as Error).message}`];
+      rows.push(line);
+      console.log(line.join(' | '));
+      process.exitCode = 1;
     } finally {
-      await server.stop();
+      await server.stop().catch((err: Error) => {
+        console.log(`${s.name}: ${err.message}`);
+        process.exitCode = 1;
+      });
     }
   }
   console.log('');
