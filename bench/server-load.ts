@@ -394,20 +394,31 @@ async function openLoop(
   const start = performance.now();
   const total = Math.floor((ms / 1000) * rps);
   const inflight: Promise<void>[] = [];
-  for (let i = 0; i < total; i++) {
+  // A failed request (the server gone) is kept, not left unhandled while the loop waits to send.
+  let failure: Error | null = null;
+  for (let i = 0; i < total && failure === null; i++) {
     const scheduled = start + i * interval;
     const wait = scheduled - performance.now();
     if (wait > 1) await new Promise((r) => setTimeout(r, wait));
     // Requests go out in turn over the connections; one waits if its connection is still busy.
     inflight.push(
-      conns[i % conns.length]!.send(raw[i % raw.length]!).then((status) => {
-        out.latencies.push(performance.now() - scheduled);
-        out.statuses[status] = (out.statuses[status] ?? 0) + 1;
-        out.requests++;
-      }),
+      conns[i % conns.length]!.send(raw[i % raw.length]!).then(
+        (status) => {
+          out.latencies.push(performance.now() - scheduled);
+          out.statuses[status] = (out.statuses[status] ?? 0) + 1;
+          out.requests++;
+        },
+        (err: Error) => {
+          failure ??= err;
+        },
+      ),
     );
   }
   await Promise.all(inflight);
+  if (failure !== null) {
+    for (const c of conns) c.close();
+    throw failure;
+  }
   for (const c of conns) c.close();
   return out;
 }
