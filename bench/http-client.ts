@@ -28,6 +28,7 @@ export class RawConnection {
     bytes: Buffer;
     resolve: (status: number) => void;
     reject: (e: Error) => void;
+    onWrite: ((at: number) => void) | undefined;
   }[] = [];
   private current: { resolve: (status: number) => void; reject: (e: Error) => void } | null = null;
   private buffered: Buffer = Buffer.alloc(0);
@@ -44,10 +45,11 @@ export class RawConnection {
     this.socket.on('close', () => this.failAll(new Error('connection closed by the server')));
   }
 
-  async send(bytes: Buffer): Promise<number> {
+  /** The answer's status; `onWrite` gets the time (performance.now()) the request is written. */
+  async send(bytes: Buffer, onWrite?: (at: number) => void): Promise<number> {
     await this.ready;
     return new Promise((resolve, reject) => {
-      this.waiting.push({ bytes, resolve, reject });
+      this.waiting.push({ bytes, resolve, reject, onWrite });
       this.next();
     });
   }
@@ -56,6 +58,7 @@ export class RawConnection {
     if (this.current || this.waiting.length === 0) return;
     const job = this.waiting.shift()!;
     this.current = job;
+    job.onWrite?.(performance.now());
     this.socket.write(job.bytes);
   }
 

@@ -10,8 +10,10 @@
 //   - request latency p50/p99 at full load (closed loop: each connection sends its next request
 //     when the previous one is answered);
 //   - request latency p50/p99 at half the measured rate (open loop, measured from the scheduled
-//     send time, so a stall is not hidden), and that phase's CPU seconds per million items and
-//     rows per file once its rows are written (with `--half-rate`, any lighter load's);
+//     send time, so a stall is not hidden; in brackets from when the request was written, which
+//     leaves out the load tool's own lateness and a wait for a busy connection), and that phase's
+//     CPU seconds per million items and rows per file once its rows are written (with
+//     `--half-rate`, any lighter load's);
 //   - the server process's peak RSS (VmHWM), its CPU (process and event loop), CPU seconds per
 //     million items, and the event-loop delay p99/max it reports on /healthz;
 //   - where the CPU went, per million items, by thread (a second table; at full load, and at the
@@ -347,6 +349,8 @@ interface PhaseResult {
   requests: number;
   statuses: Record<number, number>;
   latencies: number[];
+  /** Open loop: each request's latency from when it was written (its wait to be sent left out). */
+  fromWrite?: number[];
 }
 
 /** Closed loop: every connection sends its next request as soon as the previous one is answered. */
@@ -389,7 +393,7 @@ async function openLoop(
   rps: number,
 ): Promise<PhaseResult> {
   const { raw, conns } = prepare(url, bodies, connections, path);
-  const out: PhaseResult = { requests: 0, statuses: {}, latencies: [] };
+  const out: PhaseResult = { requests: 0, statuses: {}, latencies: [], fromWrite: [] };
   const interval = 1000 / rps;
   const start = performance.now();
   const total = Math.floor((ms / 1000) * rps);
@@ -401,10 +405,15 @@ async function openLoop(
     const wait = scheduled - performance.now();
     if (wait > 1) await new Promise((r) => setTimeout(r, wait));
     // Requests go out in turn over the connections; one waits if its connection is still busy.
+    let written = scheduled;
     inflight.push(
-      conns[i % conns.length]!.send(raw[i % raw.length]!).then(
+      conns[i % conns.length]!.send(raw[i % raw.length]!, (at) => {
+        written = at;
+      }).then(
         (status) => {
-          out.latencies.push(performance.now() - scheduled);
+          const now = performance.now();
+          out.latencies.push(now - scheduled);
+          out.fromWrite!.push(now - written);
           out.statuses[status] = (out.statuses[status] ?? 0) + 1;
           out.requests++;
         },
@@ -611,7 +620,10 @@ async function main(): Promise<void> {
         Math.round((accepted * itemsPerRequest) / elapsed).toLocaleString('en-US'),
         `${percentile(full.latencies, 50).toFixed(1)} / ${percentile(full.latencies, 99).toFixed(1)}`,
         half
-          ? `${Math.round((half.requests * itemsPerRequest) / seconds).toLocaleString('en-US')}: ${percentile(half.latencies, 50).toFixed(1)} / ${percentile(half.latencies, 99).toFixed(1)}`
+          ? `${Math.round((half.requests * itemsPerRequest) / seconds).toLocaleString('en-US')}: ${percentile(half.latencies, 50).toFixed(1)} / ${percentile(half.latencies, 99).toFixed(1)} (${percentile(
+              half.fromWrite!.sort((a, b) => a - b),
+              50,
+            ).toFixed(1)} / ${percentile(half.fromWrite!, 99).toFixed(1)})`
           : '-',
         halfCpuPerMillion === null ? '-' : halfCpuPerMillion.toFixed(1),
         halfRowsPerFile === null ? '-' : Math.round(halfRowsPerFile).toLocaleString('en-US'),
@@ -650,7 +662,7 @@ async function main(): Promise<void> {
   }
   console.log('');
   console.log(
-    '| scenario | body bytes | committed items/s | accepted items/s | full-load p50 / p99 ms | half rate items/s: p50 / p99 ms | half rate: CPU s per 1M items | half rate: rows per file | server peak RSS MiB | server CPU process / main thread | server CPU s per 1M items | rows per file | event-loop delay p99 / max ms | statuses |',
+    '| scenario | body bytes | committed items/s | accepted items/s | full-load p50 / p99 ms | half rate items/s: p50 / p99 ms (from the write) | half rate: CPU s per 1M items | half rate: rows per file | server peak RSS MiB | server CPU process / main thread | server CPU s per 1M items | rows per file | event-loop delay p99 / max ms | statuses |',
   );
   console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const r of rows) console.log(`| ${r.join(' | ')} |`);
