@@ -393,7 +393,8 @@ async function openLoop(
   rps: number,
 ): Promise<PhaseResult> {
   const { raw, conns } = prepare(url, bodies, connections, path);
-  const out: PhaseResult = { requests: 0, statuses: {}, latencies: [], fromWrite: [] };
+  const fromWrite: number[] = [];
+  const out: PhaseResult = { requests: 0, statuses: {}, latencies: [], fromWrite };
   const interval = 1000 / rps;
   const start = performance.now();
   const total = Math.floor((ms / 1000) * rps);
@@ -413,7 +414,7 @@ async function openLoop(
         (status) => {
           const now = performance.now();
           out.latencies.push(now - scheduled);
-          out.fromWrite!.push(now - written);
+          fromWrite.push(now - written);
           out.statuses[status] = (out.statuses[status] ?? 0) + 1;
           out.requests++;
         },
@@ -424,11 +425,8 @@ async function openLoop(
     );
   }
   await Promise.all(inflight);
-  if (failure !== null) {
-    for (const c of conns) c.close();
-    throw failure;
-  }
   for (const c of conns) c.close();
+  if (failure !== null) throw failure;
   return out;
 }
 
