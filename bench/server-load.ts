@@ -51,7 +51,8 @@
 // `--server-src DIR,...` runs each scenario once per server: DIR is the src/ folder of another
 // checkout (`this` for this one's), each scenario's servers back to back, with the same load tool
 // and measurements; a server gets the node flags and environment of its own checkout's launcher
-// (server/node-flags.ts), none where it has none. Before against after, in one run:
+// (server/node-flags.ts), none where it has none. A last table gives each other server against the
+// first, pair by pair (items/s, CPU per item, half-load p99, peak RSS). Before against after:
 //   mkdir -p .tmp/before && git archive 690ce73 package.json src proto | tar -x -C .tmp/before
 //   node bench/server-load.ts --server-src .tmp/before/src,this --rounds 2
 // (690ce73: main before issue 19.) Another checkout's modules resolve to this one's node_modules
@@ -670,6 +671,7 @@ async function main(): Promise<void> {
   console.log(`|---|${groups.map(() => '---|').join('')}`);
   for (const r of threadRows) console.log(`| ${r.join(' | ')} |`);
   if (rounds > 1) printRounds(results);
+  if (srcNames.length > 1) printServerRatios(results, srcNames);
 }
 
 // --- the rounds' summary ------------------------------------------------------------------------
@@ -768,5 +770,48 @@ function printRounds(results: Measured[]): void {
       const proto = base.replace('-json', '-proto');
       line(`CPU per item, ${base} / ${proto}`, set, ratios(results, is(base, set), is(proto, set), cpu));
     }
+  }
+}
+
+/**
+ * `--server-src`: each other server against the first (after against before), pair by pair: a
+ * scenario's servers ran back to back in the same round. Per scenario and option set, then all
+ * pairs together.
+ */
+function printServerRatios(results: Measured[], names: string[]): void {
+  const [first, ...others] = names;
+  const suffix = `, ${first}`;
+  const sets = [...new Set(results.map((m) => m.set))];
+  const of: [string, (m: Measured) => number | null][] = [
+    ['items/s', (m) => m.itemsPerSec],
+    ['CPU per item', (m) => m.cpuPerMillion],
+    ['half-load p99', (m) => m.halfP99],
+    ['peak RSS', (m) => m.peak],
+  ];
+  for (const other of others) {
+    console.log('');
+    console.log(`${other} against ${first}, pair by pair: median (lowest-highest)`);
+    console.log('');
+    console.log(`| scenario | options | ${of.map(([what]) => what).join(' | ')} |`);
+    console.log(`|---|---|${of.map(() => '---|').join('')}`);
+    const all = of.map((): number[] => []);
+    for (const base of [...new Set(results.map((m) => m.base))].filter((b) => b.endsWith(suffix))) {
+      const scenario = base.slice(0, -suffix.length);
+      for (const set of sets) {
+        const pairs = of.map(([, value], k) => {
+          const xs = ratios(
+            results,
+            (m) => m.base === `${scenario}, ${other}` && m.set === set,
+            (m) => m.base === base && m.set === set,
+            (m) => value(m) ?? Number.NaN,
+          ).filter((x) => Number.isFinite(x));
+          all[k]!.push(...xs);
+          return xs;
+        });
+        if (pairs[0]!.length > 0)
+          console.log(`| ${scenario} | ${set} | ${pairs.map((xs) => spread(xs, 2)).join(' | ')} |`);
+      }
+    }
+    console.log(`| all | | ${all.map((xs) => spread(xs, 2)).join(' | ')} |`);
   }
 }
