@@ -496,6 +496,8 @@ async function main(): Promise<void> {
   const durabilities = values.durability!.split(',') as ('wal' | 'memory')[];
   const srcs = values['server-src']!.split(',').map((d) => (d === 'this' ? null : resolve(d)));
   const srcNames = values['server-src']!.split(',');
+  // A scenario's label names its server: two the same would be one label.
+  if (new Set(srcNames).size < srcNames.length) throw new Error('--server-src: each server once');
   const seconds = Number(values.seconds);
   const warmup = Number(values.warmup);
   const connections = Number(values.connections);
