@@ -156,6 +156,11 @@ interface Body {
   headers: Record<string, string>;
 }
 
+/** `p50 / p99` of sorted latencies, in ms. */
+function p50p99(sorted: number[]): string {
+  return `${percentile(sorted, 50).toFixed(1)} / ${percentile(sorted, 99).toFixed(1)}`;
+}
+
 function percentile(sorted: number[], p: number): number {
   if (sorted.length === 0) return Number.NaN;
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
@@ -494,8 +499,8 @@ async function main(): Promise<void> {
   });
   const optionSets = values.options!.split(',') as ('default' | 'tuned')[];
   const durabilities = values.durability!.split(',') as ('wal' | 'memory')[];
-  const srcs = values['server-src']!.split(',').map((d) => (d === 'this' ? null : resolve(d)));
   const srcNames = values['server-src']!.split(',');
+  const srcs = srcNames.map((d) => (d === 'this' ? null : resolve(d)));
   // A scenario's label names its server: two the same would be one label.
   if (new Set(srcNames).size < srcNames.length) throw new Error('--server-src: each server once');
   const seconds = Number(values.seconds);
@@ -593,6 +598,7 @@ async function main(): Promise<void> {
         const c2 = await cpuSeconds(server.pid);
         half = await openLoop(server.url, bodies, connections, seconds * 1000, path, rps);
         half.latencies.sort((a, b) => a - b);
+        half.fromWrite?.sort((a, b) => a - b);
         // What the phase's rows cost once written: a lighter load spreads each file over fewer rows.
         await waitDrained(server.url, (acceptedSoFar + (half.statuses[200] ?? 0)) * rowsPerRequest, 30_000);
         const { rows_written: w3, batches_written: b3 } = (await health(server.url)).aggregator;
@@ -619,12 +625,9 @@ async function main(): Promise<void> {
         String(avgBytes),
         Math.round(itemsPerSec).toLocaleString('en-US'),
         Math.round((accepted * itemsPerRequest) / elapsed).toLocaleString('en-US'),
-        `${percentile(full.latencies, 50).toFixed(1)} / ${percentile(full.latencies, 99).toFixed(1)}`,
+        p50p99(full.latencies),
         half
-          ? `${Math.round((half.requests * itemsPerRequest) / seconds).toLocaleString('en-US')}: ${percentile(half.latencies, 50).toFixed(1)} / ${percentile(half.latencies, 99).toFixed(1)} (${percentile(
-              half.fromWrite!.sort((a, b) => a - b),
-              50,
-            ).toFixed(1)} / ${percentile(half.fromWrite!, 99).toFixed(1)})`
+          ? `${Math.round((half.requests * itemsPerRequest) / seconds).toLocaleString('en-US')}: ${p50p99(half.latencies)} (${p50p99(half.fromWrite ?? [])})`
           : '-',
         halfCpuPerMillion === null ? '-' : halfCpuPerMillion.toFixed(1),
         halfRowsPerFile === null ? '-' : Math.round(halfRowsPerFile).toLocaleString('en-US'),
