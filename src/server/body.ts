@@ -404,8 +404,10 @@ export function closeAfterAnswer(res: ServerResponse): void {
     socket.end();
     // node resumes reading to drop the rest of the body (on the next tick): stop it right after.
     setImmediate(() => socket.pause());
+    // Not unref'd: a paused socket keeps nothing alive, so while the server closes (it waits for
+    // every connection) this timer may be all the event loop has left. Unref'd, the process then
+    // ended in the middle of its stop, the pipeline not flushed (otelake start: exit code 13).
     const timer = setTimeout(() => socket.destroy(), LINGER_MS);
-    timer.unref();
     socket.once('close', () => clearTimeout(timer));
   });
 }

@@ -71,6 +71,30 @@ describe('start --foreground', () => {
     for (const line of fg.output().trim().split('\n')) assert.doesNotThrow(() => JSON.parse(line), line);
   });
 
+  test('a connection answered before its body was read (413) does not cut the stop on SIGTERM short', async () => {
+    const port = await freePort();
+    const fg = startForeground(['-I', 'early', '-H', '127.0.0.1', '-P', String(port)], dir.path);
+    children.push(fg.child);
+    await waitFor('the server to answer', async () => (await healthPid(port)) !== null);
+    // Announces a body over the limit: answered at once, the connection then lingers half-closed.
+    const { connect } = await import('node:net');
+    const socket = connect({ host: '127.0.0.1', port });
+    socket.on('error', () => {});
+    socket.write(
+      'POST /v1/logs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n' +
+        `Content-Length: ${128 * 1024 * 1024}\r\n\r\n`,
+    );
+    socket.write(Buffer.alloc(64 * 1024));
+    const answer = await new Promise<string>((done) => socket.once('data', (d) => done(String(d))));
+    assert.match(answer, /^HTTP\/1\.1 413 /);
+
+    fg.child.kill('SIGTERM');
+    assert.equal(await exited(fg.child), 0, fg.output());
+    assert.match(fg.output(), /stopped cleanly/);
+    socket.destroy();
+    await assert.rejects(stat(join(dir.path, 'svc_data', 'early', 'otelake.pid')), { code: 'ENOENT' });
+  });
+
   test('on a terminal the log is readable lines, one per refused request among them', async (t) => {
     // `script` gives the server a pseudo-terminal, as a user's shell does.
     const hasScript = spawnSync('script', ['--version'], { stdio: 'ignore' }).status === 0;
