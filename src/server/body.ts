@@ -8,7 +8,12 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import * as zlib from 'node:zlib';
 import { CodecUnavailableError, decompressLz4, decompressSnappy, decompressSnappyFramed } from './codecs.ts';
-import { type KeptDecompressors, ZSTD_AVAILABLE, zstdDecompressFrames } from './kept-decompressors.ts';
+import {
+  type KeptDecompressors,
+  refuseTruncatedZstd,
+  ZSTD_AVAILABLE,
+  zstdDecompressFrames,
+} from './kept-decompressors.ts';
 
 /** A request the body reader refuses; `statusCode` is the HTTP status to answer with. */
 export class BodyError extends Error {
@@ -102,10 +107,12 @@ const ASYNC_DECOMPRESSORS: Record<
 };
 // zstd arrived in Node 22.15 / 23.8; offered only where this Node has it.
 if (ZSTD_AVAILABLE) {
-  DECOMPRESSORS['zstd'] = (body, options, kept) =>
-    kept?.zstd
+  DECOMPRESSORS['zstd'] = (body, options, kept) => {
+    refuseTruncatedZstd(body);
+    return kept?.zstd
       ? kept.zstd.transform(body, body.length * 4, options.maxOutputLength)
       : zstdDecompressFrames(body, options);
+  };
 }
 
 /** Content codings this server decodes, for error messages and docs. */

@@ -48,6 +48,66 @@ export const zstdDecompressFrames: OneShot = (body, options) => {
   return parts.length === 1 ? parts[0]! : Buffer.concat(parts, size);
 };
 
+// RFC 8878: a zstd frame's magic number, and a skippable frame's (any of 16: the low 4 bits are free).
+const ZSTD_FRAME_MAGIC = 0xfd2fb528;
+const SKIPPABLE_FRAME_MAGIC = 0x184d2a50;
+const RLE_BLOCK = 1;
+const RESERVED_BLOCK = 3;
+const DICTIONARY_ID_BYTES = [0, 1, 2, 4];
+
+/** The little-endian number in the (up to) 4 bytes of `body` from `at`, and a mask of the bytes read. */
+function leadingWord(body: Uint8Array, at: number): { word: number; mask: number } {
+  let word = 0;
+  let mask = 0;
+  for (let k = 0; k < 4 && at + k < body.length; k++) {
+    word |= body[at + k]! << (8 * k);
+    mask |= 0xff << (8 * k);
+  }
+  return { word: word >>> 0, mask: mask >>> 0 };
+}
+
+/**
+ * Throws where a zstd body ends inside a frame. Node 22's zstd hands back what it decoded of a
+ * truncated frame (often nothing: an empty request, answered 200) without an error, where Node 24
+ * says "unexpected end of file"; so the frames are walked here, header and block headers (RFC
+ * 8878), and a truncated body is refused on either. The walk stops at anything that is not a
+ * frame's magic number or a block it can size: what follows is zstd's to refuse.
+ */
+export function refuseTruncatedZstd(body: Uint8Array): void {
+  const end = body.length;
+  const truncated = () => new Error('unexpected end of file (a zstd frame is cut short)');
+  for (let at = 0; at < end; ) {
+    // A magic number, whole or (at the end of the body) begun.
+    const { word, mask } = leadingWord(body, at);
+    const whole = mask === 0xffffffff;
+    if (((SKIPPABLE_FRAME_MAGIC ^ word) & mask & ~0xf) === 0) {
+      if (end - at < 8) throw truncated();
+      at += 8 + leadingWord(body, at + 4).word;
+      if (at > end) throw truncated();
+      continue;
+    }
+    if (((ZSTD_FRAME_MAGIC ^ word) & mask) !== 0) return;
+    // Frame header: its descriptor, then the window, dictionary id and content size it announces.
+    if (!whole || at + 4 >= end) throw truncated();
+    const descriptor = body[at + 4]!;
+    const singleSegment = (descriptor >> 5) & 1;
+    const sizeFlag = descriptor >> 6;
+    const contentSizeBytes = sizeFlag === 0 ? singleSegment : 1 << sizeFlag;
+    at += 5 + (1 - singleSegment) + DICTIONARY_ID_BYTES[descriptor & 3]! + contentSizeBytes;
+    // Blocks, each a 3-byte header: last-block bit, type, size (an RLE block holds one byte).
+    for (let last = 0; last === 0; ) {
+      if (at + 3 > end) throw truncated();
+      const header = body[at]! | (body[at + 1]! << 8) | (body[at + 2]! << 16);
+      const type = (header >> 1) & 3;
+      if (type === RESERVED_BLOCK) return;
+      last = header & 1;
+      at += 3 + (type === RLE_BLOCK ? 1 : header >>> 3);
+    }
+    at += (descriptor >> 2) & 1 ? 4 : 0; // the content checksum
+    if (at > end) throw truncated();
+  }
+}
+
 /** The decompressors of one decoder. */
 export class KeptDecompressors {
   readonly gunzip = new KeptZlibStream(() => zlib.createGunzip(), zlib.constants.Z_FINISH, zlib.gunzipSync);

@@ -8,8 +8,13 @@ import { mock, test } from 'node:test';
 import * as zlib from 'node:zlib';
 import { logsRequest } from '../../bench/otlp-payloads.ts';
 import { loadProtobuf, type ProtoCodec, type Signal } from '../../src/otlp/index.ts';
+import { decompress } from '../../src/server/body.ts';
 import { type DecodeResult, RequestDecoder } from '../../src/server/decode.ts';
-import { KeptDecompressors, zstdDecompressFrames } from '../../src/server/kept-decompressors.ts';
+import {
+  KeptDecompressors,
+  refuseTruncatedZstd,
+  zstdDecompressFrames,
+} from '../../src/server/kept-decompressors.ts';
 import { OutputTooLargeError } from '../../src/storage/kept-zlib.ts';
 import { ARRIVAL_MS, DEFAULT_SETTINGS } from '../otlp/helpers.ts';
 import { jsonForms, protobufForm, randomRequest } from '../otlp/random-requests.ts';
@@ -198,16 +203,68 @@ test('zstd: every frame of a body is read, kept or one-shot; trailing bytes that
   const nodeCall = (zlib as unknown as { zstdDecompressSync: (b: Buffer) => Buffer }).zstdDecompressSync;
   assert.equal(nodeCall(frames).length, parts[0]!.length);
 
+  // A body cut short: Node 22's zstd does not refuse it, so the decoder walks the frames itself
+  // (refuseTruncatedZstd, next test).
   const good = zstdCompress(parts[0]!);
-  for (const bad of [
-    Buffer.concat([good, Buffer.from('garbage!')]),
-    good.subarray(0, good.length - 4),
-    Buffer.from('not zstd'),
-  ]) {
+  for (const bad of [Buffer.concat([good, Buffer.from('garbage!')]), Buffer.from('not zstd')]) {
     assert.throws(() => zstd!.transform(bad, 64, LIMIT));
     assert.throws(() => zstdDecompressFrames(bad, { maxOutputLength: LIMIT }));
     assert.ok(zstd!.transform(good, 64, LIMIT).equals(parts[0]!), 'the next body');
   }
+});
+
+/** A zstd frame of one RLE block: `n` (< 256) copies of `byte`, as RFC 8878 lays it out. */
+function rleFrame(byte: number, n: number): Buffer {
+  const frame = Buffer.alloc(10);
+  frame.writeUInt32LE(0xfd2fb528, 0);
+  frame[4] = 0x20; // single segment, a 1-byte content size, no checksum, no dictionary
+  frame[5] = n;
+  frame.writeUIntLE(1 | (1 << 1) | (n << 3), 6, 3); // the last block, RLE, of n bytes
+  frame[9] = byte;
+  return frame;
+}
+
+test('zstd: a body cut short anywhere is refused (400) on any Node, kept or one-shot', () => {
+  const zstdWith = (zlib as unknown as { zstdCompressSync: (b: Buffer, o: object) => Buffer })
+    .zstdCompressSync;
+  const checksumFlag = (zlib.constants as unknown as { ZSTD_c_checksumFlag: number }).ZSTD_c_checksumFlag;
+  const skippable = Buffer.alloc(8 + 5);
+  skippable.writeUInt32LE(0x184d2a53, 0);
+  skippable.writeUInt32LE(5, 4);
+  const plain = [payload(4_000, 1), randomBytes(300_000), Buffer.alloc(200, 0x41), payload(1_000, 2)];
+  const frames = [
+    skippable,
+    zstdWith(plain[0]!, { params: { [checksumFlag]: 1 } }), // with a content checksum
+    zstdCompress(plain[1]!), // three raw blocks: incompressible
+    rleFrame(0x41, 200),
+    zstdCompress(plain[3]!),
+  ];
+  assert.equal((frames[1]![4]! >> 2) & 1, 1, 'the frame has a checksum');
+  const body = Buffer.concat(frames);
+  // Where each frame ends: a body cut there is whole frames.
+  const ends = new Set<number>([0]);
+  let at = 0;
+  for (const f of frames) {
+    at += f.length;
+    ends.add(at);
+  }
+
+  const kept = new KeptDecompressors();
+  assert.ok(decompress(body, ['zstd'], LIMIT, kept).equals(Buffer.concat(plain)));
+  assert.ok(decompress(body, ['zstd'], LIMIT).equals(Buffer.concat(plain)));
+  for (let cut = 0; cut < body.length; cut++) {
+    const part = body.subarray(0, cut);
+    if (ends.has(cut)) assert.doesNotThrow(() => refuseTruncatedZstd(part), `${cut}: whole frames`);
+    else assert.throws(() => refuseTruncatedZstd(part), /cut short/, `${cut}`);
+    // What the decoder answers, at every byte near a frame's end and at others, kept or one-shot.
+    if (ends.has(cut) || (cut % 499 !== 0 && ![...ends].some((e) => cut > e && cut < e + 12))) continue;
+    for (const decompressor of [kept, undefined])
+      assert.throws(() => decompress(part, ['zstd'], LIMIT, decompressor), { statusCode: 400 }, `${cut}`);
+    assert.ok(decompress(frames[4]!, ['zstd'], LIMIT, kept).equals(plain[3]!), 'the next body');
+  }
+  // What is no frame is left to zstd, which refuses it.
+  assert.doesNotThrow(() => refuseTruncatedZstd(Buffer.from('not zstd')));
+  assert.throws(() => decompress(Buffer.from('not zstd'), ['zstd'], LIMIT, kept), { statusCode: 400 });
 });
 
 test('zstd: past the limit, in one frame or over several, is refused, kept or one-shot', () => {
