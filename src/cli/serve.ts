@@ -1,14 +1,14 @@
-// The server in this process (`otelake start --foreground`): runs until SIGINT, SIGTERM or SIGHUP,
-// then stops accepting, finishes requests in flight and flushes the pipeline before returning,
-// so that the caller removes the pidfile only once everything is written.
+// The server in this process (`otelake start --foreground`): runs until SIGINT, SIGTERM or SIGHUP
+// (StopSignals, which the caller made before claiming the pidfile), then stops accepting, finishes
+// requests in flight and flushes the pipeline before returning, so that the caller removes the
+// pidfile only once everything is written.
 
 import { resolve } from 'node:path';
 import type { InstanceLayout } from '../storage/layout.ts';
 import { bindError } from './bind.ts';
 import { CliError } from './errors.ts';
 import type { BoundStartFlags } from './flags.ts';
-
-const STOP_SIGNALS: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
+import type { StopSignals } from './stop-signals.ts';
 
 /** On a terminal, one readable line per event (time, level, message); elsewhere JSON lines. */
 async function terminalLog(): Promise<{ level: string; stream: NodeJS.WritableStream }> {
@@ -35,6 +35,7 @@ export interface ServeHooks {
 export async function serveUntilStopped(
   flags: BoundStartFlags,
   layout: InstanceLayout,
+  signals: StopSignals,
   hooks: ServeHooks = {},
 ): Promise<void> {
   const { runServer } = await import('../server/index.ts');
@@ -69,11 +70,10 @@ export async function serveUntilStopped(
       stopping = true;
       running.app.log.info(`${signal}: stopping; finishing requests in flight and flushing the pipeline`);
       running.close().then(() => {
-        for (const s of STOP_SIGNALS) process.off(s, onSignal);
         running.app.log.info('stopped cleanly');
         done();
       }, fail);
     };
-    for (const s of STOP_SIGNALS) process.on(s, onSignal);
+    signals.handle(onSignal);
   });
 }

@@ -18,6 +18,7 @@ import type { BoundStartFlags, StartFlags } from './flags.ts';
 import { baseUrl, getJson, reachableHost } from './http.ts';
 import { claimPidFile, processAlive, readPid, removePidFile, removePidFileSync } from './pidfile.ts';
 import { removeServerAddress, savedServerConfig, writeServerAddress } from './server-address.ts';
+import { StopSignals } from './stop-signals.ts';
 
 /** The launcher, at the same place relative to src/cli and dist/cli. */
 const LAUNCHER = fileURLToPath(new URL('../../bin/otelake.js', import.meta.url));
@@ -184,25 +185,34 @@ async function startInBackground(flags: BoundStartFlags, layout: InstanceLayout)
 
 /** Runs the server in this process until SIGINT/SIGTERM, holding the pidfile meanwhile. */
 async function runInForeground(flags: BoundStartFlags, layout: InstanceLayout): Promise<void> {
-  if (flags.pidfile) {
-    const claim = await claimPidFile(layout.pidFile);
-    if (!claim.claimed) throw alreadyRunning(layout, claim.runningPid);
-    if (claim.stalePid !== undefined) {
-      process.stderr.write(
-        `removed a stale pidfile (process ${claim.stalePid}): the previous server did not stop cleanly\n`,
-      );
-    }
-  }
+  const leaveNothing = () => flags.pidfile && removePidFileSync(layout.pidFile, process.pid);
+  const signals = new StopSignals(() => {
+    leaveNothing();
+    process.exit(1);
+  });
   try {
-    const { serveUntilStopped } = await import('./serve.ts');
-    await serveUntilStopped(flags, layout, {
-      onListening: async (port) => {
-        if (flags.pidfile) await recordAddress(layout, flags.host, port);
-      },
-      onSecondSignal: () => flags.pidfile && removePidFileSync(layout.pidFile, process.pid),
-    });
+    if (flags.pidfile) {
+      const claim = await claimPidFile(layout.pidFile);
+      if (!claim.claimed) throw alreadyRunning(layout, claim.runningPid);
+      if (claim.stalePid !== undefined) {
+        process.stderr.write(
+          `removed a stale pidfile (process ${claim.stalePid}): the previous server did not stop cleanly\n`,
+        );
+      }
+    }
+    try {
+      const { serveUntilStopped } = await import('./serve.ts');
+      await serveUntilStopped(flags, layout, signals, {
+        onListening: async (port) => {
+          if (flags.pidfile) await recordAddress(layout, flags.host, port);
+        },
+        onSecondSignal: leaveNothing,
+      });
+    } finally {
+      if (flags.pidfile) await forgetServer(layout);
+    }
   } finally {
-    if (flags.pidfile) await forgetServer(layout);
+    signals.close();
   }
 }
 
@@ -219,70 +229,75 @@ async function forgetServer(layout: InstanceLayout): Promise<void> {
 
 /** A supervisor that owns the pidfile and restarts its server child when the code changes. */
 async function superviseWithReload(flags: BoundStartFlags, layout: InstanceLayout): Promise<void> {
-  const claim = await claimPidFile(layout.pidFile);
-  if (!claim.claimed) throw alreadyRunning(layout, claim.runningPid);
-  const say = (msg: string) => process.stderr.write(`[reload] ${msg}\n`);
-  if (claim.stalePid !== undefined) say(`removed a stale pidfile (process ${claim.stalePid})`);
-
-  const args = foregroundArgs(layout, flags, ['--no-pidfile']);
   let child: ChildProcess | undefined;
-  let childExit: Promise<void> = Promise.resolve();
-  let stopping = false;
-  let restarting = false;
-
-  const launch = () => {
-    const c = spawn(process.execPath, args, { env: withServerEnv(process.env), stdio: 'inherit' });
-    child = c;
-    childExit = new Promise<void>((ok) =>
-      c.once('exit', (code, signal) => {
-        if (child === c) child = undefined;
-        if (!stopping && !restarting) {
-          say(`server exited (${signal ?? `code ${code}`}); waiting for a code change to restart`);
-        }
-        ok();
-      }),
-    );
-  };
-  const stopChild = async () => {
-    if (child) child.kill('SIGTERM');
-    await childExit;
-  };
-
-  let timer: NodeJS.Timeout | undefined;
-  let changed = '';
-  const watcher = watch(CODE_ROOT, { recursive: true }, (_event, name) => {
-    if (stopping || !name || !/\.(ts|js|mjs|cjs|json)$/.test(String(name))) return;
-    changed = String(name);
-    clearTimeout(timer);
-    timer = setTimeout(async () => {
-      restarting = true;
-      say(`${changed} changed; restarting the server`);
-      await stopChild();
-      restarting = false;
-      if (!stopping) launch();
-    }, 250);
+  const signals = new StopSignals(() => {
+    child?.kill('SIGTERM');
+    removePidFileSync(layout.pidFile, process.pid);
+    process.exit(1);
   });
-
-  say(`watching ${CODE_ROOT} for changes`);
   try {
-    // The children bind flags.port (a port 0 would differ from one child to the next: unrecorded).
-    if (flags.port !== 0) await recordAddress(layout, flags.host, flags.port);
-    launch();
-    await new Promise<void>((done) => {
-      const onSignal = async () => {
-        if (stopping) return;
-        stopping = true;
-        clearTimeout(timer);
-        watcher.close();
+    const claim = await claimPidFile(layout.pidFile);
+    if (!claim.claimed) throw alreadyRunning(layout, claim.runningPid);
+    const say = (msg: string) => process.stderr.write(`[reload] ${msg}\n`);
+    if (claim.stalePid !== undefined) say(`removed a stale pidfile (process ${claim.stalePid})`);
+
+    const args = foregroundArgs(layout, flags, ['--no-pidfile']);
+    let childExit: Promise<void> = Promise.resolve();
+    let stopping = false;
+    let restarting = false;
+
+    const launch = () => {
+      const c = spawn(process.execPath, args, { env: withServerEnv(process.env), stdio: 'inherit' });
+      child = c;
+      childExit = new Promise<void>((ok) =>
+        c.once('exit', (code, signal) => {
+          if (child === c) child = undefined;
+          if (!stopping && !restarting) {
+            say(`server exited (${signal ?? `code ${code}`}); waiting for a code change to restart`);
+          }
+          ok();
+        }),
+      );
+    };
+    const stopChild = async () => {
+      if (child) child.kill('SIGTERM');
+      await childExit;
+    };
+
+    let timer: NodeJS.Timeout | undefined;
+    let changed = '';
+    const watcher = watch(CODE_ROOT, { recursive: true }, (_event, name) => {
+      if (stopping || !name || !/\.(ts|js|mjs|cjs|json)$/.test(String(name))) return;
+      changed = String(name);
+      clearTimeout(timer);
+      timer = setTimeout(async () => {
+        restarting = true;
+        say(`${changed} changed; restarting the server`);
         await stopChild();
-        process.off('SIGINT', onSignal);
-        process.off('SIGTERM', onSignal);
-        done();
-      };
-      process.on('SIGINT', onSignal);
-      process.on('SIGTERM', onSignal);
+        restarting = false;
+        if (!stopping) launch();
+      }, 250);
     });
+
+    say(`watching ${CODE_ROOT} for changes`);
+    try {
+      // The children bind flags.port (a port 0 would differ from one child to the next: unrecorded).
+      if (flags.port !== 0) await recordAddress(layout, flags.host, flags.port);
+      launch();
+      await new Promise<void>((done) => {
+        signals.handle(async () => {
+          if (stopping) return;
+          stopping = true;
+          clearTimeout(timer);
+          watcher.close();
+          await stopChild();
+          done();
+        });
+      });
+    } finally {
+      await forgetServer(layout);
+    }
   } finally {
-    await forgetServer(layout);
+    signals.close();
   }
 }

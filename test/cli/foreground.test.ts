@@ -3,6 +3,7 @@
 
 import assert from 'node:assert/strict';
 import { type ChildProcessWithoutNullStreams, spawn, spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { readFile, stat, utimes } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -69,6 +70,24 @@ describe('start --foreground', () => {
     await assert.rejects(stat(pidFile), { code: 'ENOENT' });
     // Not on a terminal: JSON lines, for log collectors.
     for (const line of fg.output().trim().split('\n')) assert.doesNotThrow(() => JSON.parse(line), line);
+  });
+
+  test('a signal while the server starts is kept: the server starts, then stops cleanly', async () => {
+    const port = await freePort();
+    const fg = startForeground(['-I', 'starting', '-H', '127.0.0.1', '-P', String(port)], dir.path);
+    children.push(fg.child);
+    // The pidfile is claimed before the server starts (modules, the log, the workers, the port):
+    // the signal comes while it does.
+    const pidFile = join(dir.path, 'svc_data', 'starting', 'otelake.pid');
+    while (!existsSync(pidFile)) {
+      assert.equal(fg.child.exitCode, null, fg.output());
+      await new Promise((r) => setTimeout(r, 2));
+    }
+    fg.child.kill('SIGTERM');
+    assert.equal(await exited(fg.child), 0, fg.output());
+    assert.match(fg.output(), /SIGTERM: stopping/);
+    assert.match(fg.output(), /stopped cleanly/);
+    await assert.rejects(stat(pidFile), { code: 'ENOENT' });
   });
 
   test('a connection answered before its body was read (413) does not cut the stop on SIGTERM short', async () => {
