@@ -9,8 +9,8 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import * as zlib from 'node:zlib';
 import { CodecUnavailableError, decompressLz4, decompressSnappy, decompressSnappyFramed } from './codecs.ts';
 import {
+  checkZstdFrames,
   type KeptDecompressors,
-  refuseTruncatedZstd,
   ZSTD_AVAILABLE,
   zstdDecompressFrames,
 } from './kept-decompressors.ts';
@@ -108,7 +108,7 @@ const ASYNC_DECOMPRESSORS: Record<
 // zstd arrived in Node 22.15 / 23.8; offered only where this Node has it.
 if (ZSTD_AVAILABLE) {
   DECOMPRESSORS['zstd'] = (body, options, kept) => {
-    refuseTruncatedZstd(body);
+    checkZstdFrames(body);
     return kept?.zstd
       ? kept.zstd.transform(body, body.length * 4, options.maxOutputLength)
       : zstdDecompressFrames(body, options);

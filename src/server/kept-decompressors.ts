@@ -67,13 +67,13 @@ function leadingWord(body: Uint8Array, at: number): { word: number; mask: number
 }
 
 /**
- * Throws where a zstd body ends inside a frame. Node 22's zstd hands back what it decoded of a
- * truncated frame (often nothing: an empty request, answered 200) without an error, where Node 24
- * says "unexpected end of file"; so the frames are walked here, header and block headers (RFC
- * 8878), and a truncated body is refused on either. The walk stops at anything that is not a
- * frame's magic number or a block it can size: what follows is zstd's to refuse.
+ * Throws unless a zstd body is whole frames, one after another. Node 22's zstd hands back what it
+ * decoded of a truncated frame (often nothing: an empty request, answered 200) without an error,
+ * and Node 26's takes bytes after the last frame that are no frame; Node 24 refuses both. So the
+ * frames are walked here, header and block headers (RFC 8878), and such a body is refused on any
+ * Node. A block the walk cannot size (a reserved type) is left to zstd, which refuses it.
  */
-export function refuseTruncatedZstd(body: Uint8Array): void {
+export function checkZstdFrames(body: Uint8Array): void {
   const end = body.length;
   const truncated = () => new Error('unexpected end of file (a zstd frame is cut short)');
   for (let at = 0; at < end; ) {
@@ -86,7 +86,9 @@ export function refuseTruncatedZstd(body: Uint8Array): void {
       if (at > end) throw truncated();
       continue;
     }
-    if (((ZSTD_FRAME_MAGIC ^ word) & mask) !== 0) return;
+    if (((ZSTD_FRAME_MAGIC ^ word) & mask) !== 0) {
+      throw new Error(`Unknown frame descriptor (byte ${at} of the body begins no zstd frame)`);
+    }
     // Frame header: its descriptor, then the window, dictionary id and content size it announces.
     if (!whole || at + 4 >= end) throw truncated();
     const descriptor = body[at + 4]!;
