@@ -28,8 +28,6 @@ async function terminalLog(): Promise<{ level: string; stream: NodeJS.WritableSt
 export interface ServeHooks {
   /** Once the server listens, with the port it bound (flags.port, or the one picked for 0). */
   onListening?: (port: number) => Promise<void>;
-  /** A second signal ends the process at once: what must not be left behind. */
-  onSecondSignal?: () => void;
 }
 
 export async function serveUntilStopped(
@@ -64,8 +62,7 @@ export async function serveUntilStopped(
     const onSignal = (signal: NodeJS.Signals): void => {
       if (stopping) {
         running.app.log.warn(`${signal} again: exiting without waiting for the flush`);
-        hooks.onSecondSignal?.();
-        process.exit(1);
+        signals.exitNow();
       }
       stopping = true;
       running.app.log.info(`${signal}: stopping; finishing requests in flight and flushing the pipeline`);

@@ -185,9 +185,8 @@ async function startInBackground(flags: BoundStartFlags, layout: InstanceLayout)
 
 /** Runs the server in this process until SIGINT/SIGTERM, holding the pidfile meanwhile. */
 async function runInForeground(flags: BoundStartFlags, layout: InstanceLayout): Promise<void> {
-  const leaveNothing = () => flags.pidfile && removePidFileSync(layout.pidFile, process.pid);
   const signals = new StopSignals(() => {
-    leaveNothing();
+    if (flags.pidfile) removePidFileSync(layout.pidFile, process.pid);
     process.exit(1);
   });
   try {
@@ -206,7 +205,6 @@ async function runInForeground(flags: BoundStartFlags, layout: InstanceLayout): 
         onListening: async (port) => {
           if (flags.pidfile) await recordAddress(layout, flags.host, port);
         },
-        onSecondSignal: leaveNothing,
       });
     } finally {
       if (flags.pidfile) await forgetServer(layout);

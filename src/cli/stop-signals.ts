@@ -10,8 +10,11 @@ export const STOP_SIGNALS: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SI
 export class StopSignals {
   private kept: NodeJS.Signals | null = null;
   private handler: ((signal: NodeJS.Signals) => void) | null = null;
-  /** What a second signal before the server runs does: end the process now, leaving nothing behind. */
-  private readonly exitNow: () => void;
+  /**
+   * What a second signal does, while the server starts or while it stops: end the process now,
+   * leaving nothing behind (for the caller to log first once the server runs).
+   */
+  readonly exitNow: () => never;
   private readonly listener = (signal: NodeJS.Signals): void => {
     if (this.handler !== null) this.handler(signal);
     else if (this.kept === null) this.kept = signal;
@@ -21,7 +24,7 @@ export class StopSignals {
     }
   };
 
-  constructor(exitNow: () => void) {
+  constructor(exitNow: () => never) {
     this.exitNow = exitNow;
     for (const s of STOP_SIGNALS) process.on(s, this.listener);
   }
