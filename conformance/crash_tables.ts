@@ -12,7 +12,7 @@ import { closeReadWorkers } from '../src/read/index.ts';
 import { crashLoop } from '../test/server/helpers/crash-loop.ts';
 
 const [out, cycles] = process.argv.slice(2);
-const result = await crashLoop({ dir: out!, instanceId: 'crash', cycles: Number(cycles ?? 10) });
+const result = await crashLoop({ dir: out!, instanceId: 'crash', cycles: Number(cycles ?? 10), minOk: 51 });
 const logger = await Logger.open({ instanceId: 'crash', instanceDir: out!, handleSignals: false });
 await logger.stop();
 await closeReadWorkers();

@@ -19,8 +19,8 @@ test('kill -9 at random moments: every acknowledged row is stored exactly once a
   // and reused, so the kills also land while a spare is prepared, taken or kept.
   process.env['OTELAKE_WAL_SEGMENT_BYTES'] = String(64 * 1024);
   try {
-    const r = await crashLoop({ dir, instanceId: 'crash', cycles: 12 });
-    assert.ok(r.ok > 50, `only ${r.ok} requests were acknowledged`);
+    const r = await crashLoop({ dir, instanceId: 'crash', cycles: 12, minOk: 51 });
+    assert.ok(r.ok > 50, `only ${r.ok} requests were acknowledged in ${r.cycles} cycles`);
     const logger = await Logger.open({ instanceId: 'crash', instanceDir: dir, handleSignals: false });
     try {
       await logger.stop();
