@@ -1,8 +1,10 @@
-// What the server lets in, and for how long: the bytes of request bodies held at once (one
-// BodyBudget), the header, request and idle timeouts of every connection (node's HTTP server
-// enforces them; fastify passes them on), and the answer to requests that arrive while the server
-// stops. A slow, stalled or flooding client costs a bounded amount of memory and time.
+// What the server lets in, and for how long: the connections open at once, the bytes of request
+// bodies held at once (one BodyBudget), the header, request and idle timeouts of every connection
+// (node's HTTP server enforces them; fastify passes them on), and the answer to requests that
+// arrive while the server stops. A slow, stalled or flooding client costs a bounded amount of
+// memory, time and file descriptors.
 
+import { readFileSync } from 'node:fs';
 import { type Server, STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyHttpOptions, FastifyInstance } from 'fastify';
@@ -13,6 +15,37 @@ import { isIngestRoute, refuseWhileStopping } from './ingest.ts';
 /** How often node checks its connections against the header and request timeouts (default 30 s). */
 const TIMEOUT_CHECK_INTERVAL_MS = 1000;
 
+/**
+ * Descriptors kept from client connections for everything else (the log's segments, the tables'
+ * files, reads, uploads): a quarter of the open-file limit, at least this many, at most half.
+ * Without a reserve, clients can hold every descriptor: each write to a table or to the log then
+ * fails with EMFILE, and every request is refused with 503 for as long as they stay connected.
+ */
+const RESERVED_FDS = 256;
+/** The longest between two log lines about refused connections. */
+const DROP_LOG_INTERVAL_MS = 60_000;
+
+/**
+ * This process's open-file limit, from /proc/self/limits (Linux; node raises its soft limit to
+ * the hard one when it starts); null where that is unknown or unlimited.
+ */
+export function openFileLimit(limitsFile = '/proc/self/limits'): number | null {
+  try {
+    const m = /^Max open files\s+(\d+)/m.exec(readFileSync(limitsFile, 'utf8'));
+    return m ? Number(m[1]) : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Connections the server keeps open at once: the configured number, else what the file limit leaves. */
+export function connectionLimit(configured: number | null, fileLimit: number | null): number | null {
+  if (configured !== null) return configured;
+  if (fileLimit === null) return null;
+  const reserve = Math.min(Math.floor(fileLimit / 2), Math.max(RESERVED_FDS, Math.floor(fileLimit / 4)));
+  return fileLimit - reserve;
+}
+
 export interface LimitStats {
   body_bytes_in_flight: number;
   max_body_bytes_in_flight: number;
@@ -20,6 +53,10 @@ export interface LimitStats {
   bodies_refused: number;
   /** Connections closed because headers or a body did not arrive within their timeout. */
   requests_timed_out: number;
+  /** Client connections open at once (null: no limit). */
+  max_connections: number | null;
+  /** Connections closed as soon as they were accepted, because max_connections were open. */
+  connections_refused: number;
 }
 
 export class ServerLimits {
@@ -27,12 +64,18 @@ export class ServerLimits {
   private readonly cfg: ServerConfig;
   private timedOut = 0;
   private stopping = false;
+  private readonly fileLimit: number | null;
+  private readonly maxConnections: number | null;
+  private connectionsRefused = 0;
+  private dropLoggedAt = Number.NEGATIVE_INFINITY;
   /** Connections whose current request was answered before its body was read to the end. */
   private readonly answeredEarly = new WeakSet<Socket>();
 
   constructor(cfg: ServerConfig) {
     this.cfg = cfg;
     this.bodies = new BodyBudget(cfg.max_body_bytes_in_flight);
+    this.fileLimit = openFileLimit();
+    this.maxConnections = connectionLimit(cfg.max_connections, this.fileLimit);
   }
 
   /** The fastify options that enforce the timeouts. */
@@ -51,8 +94,13 @@ export class ServerLimits {
     };
   }
 
-  /** Installs the hooks: answers while stopping, and which connections were answered early. */
+  /** Installs the hooks: the connection limit, answers while stopping, which connections were answered early. */
   register(app: FastifyInstance): void {
+    if (this.maxConnections !== null) {
+      // node closes a connection beyond the limit as soon as it accepts it; clients retry.
+      app.server.maxConnections = this.maxConnections;
+      app.server.on('drop', () => this.onConnectionRefused(app));
+    }
     app.addHook('preClose', (done) => {
       this.stopping = true;
       done();
@@ -81,7 +129,26 @@ export class ServerLimits {
       max_body_bytes_in_flight: this.bodies.limit,
       bodies_refused: this.bodies.refused,
       requests_timed_out: this.timedOut,
+      max_connections: this.maxConnections,
+      connections_refused: this.connectionsRefused,
     };
+  }
+
+  /** Counts a connection refused for the limit, and says so in the log once a minute at most. */
+  private onConnectionRefused(app: FastifyInstance): void {
+    this.connectionsRefused++;
+    const now = Date.now();
+    if (now - this.dropLoggedAt < DROP_LOG_INTERVAL_MS) return;
+    this.dropLoggedAt = now;
+    const why =
+      this.cfg.max_connections === null
+        ? `what the open-file limit of ${this.fileLimit} leaves beside the tables' files; raise it (ulimit -n, ` +
+          `LimitNOFILE) or set server_config.max_connections`
+        : 'server_config.max_connections';
+    app.log.warn(
+      `refusing new connections: ${this.maxConnections} are open, ${why} ` +
+        `(${this.connectionsRefused} refused so far: /healthz http.connections_refused)`,
+    );
   }
 
   /** A connection's error (a timeout, a malformed request): answered when possible, then closed. */

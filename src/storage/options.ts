@@ -85,6 +85,12 @@ export interface ServerConfig {
   request_timeout_s: number;
   /** Seconds an idle keep-alive connection stays open waiting for the next request. */
   idle_timeout_s: number;
+  /**
+   * Client connections open at once; a connection beyond them is closed as soon as it is accepted.
+   * null: what the process's open-file limit leaves beside a reserve for the tables, the log and
+   * reads (server/limits.ts), no limit where that is unknown.
+   */
+  max_connections: number | null;
   /** Project of requests with neither an X-Project-Id header nor a project.id resource attribute. */
   default_project_id: string;
   /**
@@ -167,6 +173,7 @@ export function defaultOptions(): LoggerOptions {
       request_timeout_s: 60,
       // Longer than the 60 s idle timeout of common load balancers and clients: they close first.
       idle_timeout_s: 72,
+      max_connections: null,
       default_project_id: 'default',
       decode_workers: null,
       max_concurrent_reads: 4,
@@ -278,6 +285,10 @@ export function validateOptions(o: LoggerOptions): void {
   check(
     v.header_timeout_s <= v.request_timeout_s,
     'server_config.header_timeout_s: must not exceed request_timeout_s',
+  );
+  check(
+    v.max_connections === null || isPosInt(v.max_connections),
+    'server_config.max_connections: expected null (from the open-file limit) or a positive integer',
   );
   check(
     typeof v.default_project_id === 'string' && v.default_project_id.length > 0,
