@@ -27,7 +27,9 @@ export function encodeExportResponse(signal: Signal, outcome: ExportOutcome, for
   if (rejected === 0n && message === '') return format === 'json' ? Buffer.from('{}') : new Uint8Array(0);
   if (format === 'json') {
     const fields: string[] = [];
-    if (rejected !== 0n) fields.push(`"${REJECTED_FIELD[signal]}":"${rejected}"`);
+    // A number, not proto3 JSON's canonical string: every proto3 JSON reader takes both, and the
+    // Rust SDK (opentelemetry-otlp 0.33) takes only a number, else drops the partial success.
+    if (rejected !== 0n) fields.push(`"${REJECTED_FIELD[signal]}":${rejected}`);
     if (message !== '') fields.push(`"errorMessage":${JSON.stringify(message)}`);
     return Buffer.from(`{"partialSuccess":{${fields.join(',')}}}`);
   }

@@ -17,17 +17,17 @@ const RESPONSE_TYPES: Record<Signal, [string, string]> = {
   metrics: ['opentelemetry.proto.collector.metrics.v1.ExportMetricsServiceResponse', 'rejectedDataPoints'],
 };
 
-test('JSON export responses', () => {
+test('JSON export responses', async () => {
   const text = (b: Uint8Array) => Buffer.from(b).toString();
   assert.equal(text(encodeExportResponse('traces', { rejected: 0 }, 'json')), '{}');
   assert.deepEqual(
     JSON.parse(text(encodeExportResponse('traces', { rejected: 3, message: 'bad "ids"' }, 'json'))),
     {
-      partialSuccess: { rejectedSpans: '3', errorMessage: 'bad "ids"' },
+      partialSuccess: { rejectedSpans: 3, errorMessage: 'bad "ids"' },
     },
   );
   assert.deepEqual(JSON.parse(text(encodeExportResponse('logs', { rejected: 2n }, 'json'))), {
-    partialSuccess: { rejectedLogRecords: '2' },
+    partialSuccess: { rejectedLogRecords: 2 },
   });
   assert.deepEqual(
     JSON.parse(text(encodeExportResponse('metrics', { rejected: 0, message: 'warning' }, 'json'))),
@@ -35,6 +35,16 @@ test('JSON export responses', () => {
       partialSuccess: { errorMessage: 'warning' },
     },
   );
+  // The count is a JSON number, which a proto3 JSON reader (here protobufjs) takes for the int64.
+  const codec = (await loadProtobuf())!;
+  for (const signal of ['traces', 'logs', 'metrics'] as const) {
+    const [typeName, field] = RESPONSE_TYPES[signal];
+    const type = codec.root.lookupType(typeName);
+    const json = JSON.parse(text(encodeExportResponse(signal, { rejected: 2 ** 40, message: 'm' }, 'json')));
+    assert.deepEqual(type.toObject(type.fromObject(json), { longs: String }), {
+      partialSuccess: { [field]: String(2 ** 40), errorMessage: 'm' },
+    });
+  }
 });
 
 test('protobuf export responses decode with the OTLP types', async () => {

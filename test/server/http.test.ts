@@ -440,7 +440,7 @@ describe('project id, partial success, empty requests', () => {
     });
     assert.equal(res.status, 200);
     const out = JSON.parse(res.text);
-    assert.equal(out.partialSuccess.rejectedSpans, '1');
+    assert.equal(out.partialSuccess.rejectedSpans, 1);
     assert.match(out.partialSuccess.errorMessage, /1 spans rejected: out_of_range/);
     const rows = await readUntil(`${s.url}/api/spans?project_id=partial`, 2);
     assert.deepEqual(rows.map((r) => r.span_id).sort(), ['0000000000000001', '0000000000000003']);
@@ -715,7 +715,7 @@ describe('backpressure', () => {
       const res = await post(`${s.url}/v1/logs`, logsRequest('dn', late));
       assert.equal(res.status, 200);
       const out = JSON.parse(res.text);
-      assert.equal(out.partialSuccess.rejectedLogRecords, '10');
+      assert.equal(out.partialSuccess.rejectedLogRecords, 10);
       assert.match(out.partialSuccess.errorMessage, /10 log records rejected: queue_full \(drop_newest\)/);
       const health = await getJson(`${s.url}/healthz`);
       assert.equal(health.body.producer.dropped.drop_newest, 10);
