@@ -39,7 +39,7 @@ import {
 } from './shipping/shipper.ts';
 import { type DamagedTable, DamagedTables, damageOf } from './storage/damaged-tables.ts';
 import { appendDayPhase, type DayPhaseLine, readDayPhases } from './storage/days-index.ts';
-import { DEFAULT_DIR, DEFAULT_INSTANCE_ID, InstanceLayout } from './storage/layout.ts';
+import { DEFAULT_DIR, DEFAULT_INSTANCE_ID, InstanceLayout, utcDay } from './storage/layout.ts';
 import {
   deltaOptions,
   type LoggerOptions,
@@ -278,6 +278,20 @@ export class Logger {
     );
     const phases = await readDayPhases(this.layout.daysIndex);
     for (const line of phases) this.openedDays.add(line.day);
+    this.producer.onClockBack = (clockDay, day) =>
+      this.logSink(
+        'warn',
+        `the clock went back to ${clockDay}: rows keep going to the tables of ${day} until it ` +
+          'passes the end of that day, since the day before may be sealed already',
+      );
+    // After a restart too, no rows into a day already sealed while the clock stands in it.
+    const lastFinished = phases
+      .filter((l) => FINISHED_PHASES.has(l.phase))
+      .map((l) => l.day)
+      .sort()
+      .at(-1);
+    if (lastFinished !== undefined)
+      this.producer.notBefore(utcDay(Date.parse(`${lastFinished}T00:00:00Z`) + 86_400_000));
     const today = this.producer.today();
     // A table that cannot be opened is reported and refused alone: the others serve.
     await Promise.all(

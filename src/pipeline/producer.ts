@@ -11,6 +11,7 @@
 import type { BatchPart } from '../delta/batch.ts';
 import type { TableName } from '../schema/tables.ts';
 import type { RowValues } from '../schema/validate.ts';
+import { utcDay } from '../storage/layout.ts';
 import type { DropPolicy } from '../storage/options.ts';
 
 export interface QueuedRow {
@@ -107,6 +108,8 @@ class Ring<T> {
   }
 }
 
+const DAY_MS = 86_400_000;
+
 type Waiter = { need: number; resolve: (ok: boolean) => void; timer: NodeJS.Timeout | null };
 
 export class Producer {
@@ -159,19 +162,39 @@ export class Producer {
     return this.ring.some((q) => q.day <= day);
   }
 
-  private dayStart = 0;
-  private dayEnd = 0;
+  private dayEnd = Number.NEGATIVE_INFINITY;
   private day = '';
+  /** Whether the clock is behind the day's start now (told once per time it goes back). */
+  private clockBehind = false;
+  /** Called when the clock goes back to an earlier day: rows keep their later day. */
+  onClockBack: (clockDay: string, day: string) => void = () => {};
 
-  /** The UTC day of now, as captured for rows enqueued now (formatted once per day). */
+  /**
+   * The UTC day of now, as captured for rows enqueued now (formatted once per day). It only moves
+   * forward: once the shipper may have sealed the day before, a clock set back across midnight (a
+   * step of NTP, a virtual machine resumed) must not send rows into it, where a cleanup would drop
+   * them. So the day stays until the clock passes its end again.
+   */
   today(): string {
     const now = this.clock();
-    if (now < this.dayStart || now >= this.dayEnd) {
-      this.dayStart = now - (((now % 86_400_000) + 86_400_000) % 86_400_000);
-      this.dayEnd = this.dayStart + 86_400_000;
-      this.day = new Date(this.dayStart).toISOString().slice(0, 10);
+    if (now >= this.dayEnd) {
+      const start = now - (((now % DAY_MS) + DAY_MS) % DAY_MS);
+      this.dayEnd = start + DAY_MS;
+      this.day = utcDay(start);
+      this.clockBehind = false;
+    } else {
+      const behind = now < this.dayEnd - DAY_MS;
+      if (behind && !this.clockBehind) this.onClockBack(utcDay(now), this.day);
+      this.clockBehind = behind;
     }
     return this.day;
+  }
+
+  /** Rows are not captured for a day before `day` (one after the last finished day, at start). */
+  notBefore(day: string): void {
+    if (day <= this.today()) return;
+    this.day = day;
+    this.dayEnd = Date.parse(`${day}T00:00:00Z`) + DAY_MS;
   }
 
   countRejected(reason: string, n = 1): void {

@@ -282,4 +282,41 @@ describe('Producer', () => {
       assert.ok(outcomes.filter(([pr]) => pr === 'quiet').every(([, r]) => r === 'queued'));
     });
   });
+
+  describe('the day rows are captured for', () => {
+    const at = (iso: string) => Date.parse(iso);
+    it('follows the clock forward, not back across midnight, and says so once', () => {
+      let now = at('2026-11-20T23:59:59.900Z');
+      const p = new Producer(4, 'block', 0, () => now);
+      const told: string[] = [];
+      p.onClockBack = (clockDay, day) => told.push(`${clockDay}->${day}`);
+      assert.equal(p.today(), '2026-11-20');
+      now = at('2026-11-21T00:00:00.000Z');
+      assert.equal(p.today(), '2026-11-21');
+      now = at('2026-11-20T23:59:58Z'); // stepped back
+      assert.equal(p.today(), '2026-11-21');
+      assert.equal(p.today(), '2026-11-21');
+      assert.deepEqual(told, ['2026-11-20->2026-11-21']);
+      now = at('2026-11-21T12:00:00Z'); // caught up: a later step back is told again
+      assert.equal(p.today(), '2026-11-21');
+      now = at('2026-11-20T12:00:00Z');
+      assert.equal(p.today(), '2026-11-21');
+      assert.equal(told.length, 2);
+      now = at('2026-11-22T00:00:00Z');
+      assert.equal(p.today(), '2026-11-22');
+    });
+
+    it('starts no earlier than the day given to notBefore, and ignores an earlier one', () => {
+      let now = at('2026-11-20T10:00:00Z');
+      const p = new Producer(4, 'block', 0, () => now);
+      p.notBefore('2026-11-19');
+      assert.equal(p.today(), '2026-11-20');
+      p.notBefore('2026-11-21');
+      assert.equal(p.today(), '2026-11-21');
+      now = at('2026-11-21T23:59:59Z');
+      assert.equal(p.today(), '2026-11-21');
+      now = at('2026-11-22T00:00:01Z');
+      assert.equal(p.today(), '2026-11-22');
+    });
+  });
 });

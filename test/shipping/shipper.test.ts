@@ -201,6 +201,38 @@ describe('shipping a finished day', () => {
     await logger.stop();
   });
 
+  test('a clock set back into a shipped day sends rows to the next day, after a restart too', async () => {
+    const warnings: string[] = [];
+    const log = (level: string, message: string) => level === 'warn' && warnings.push(message);
+    const { logger, clock } = await finishedDay('clockback', 50, { s3: s3Of(server.env), log });
+    assert.equal((await logger.shipNow(DAY)).status, 'cleaned');
+    const dayDir = join(dir, 'clockback', 'staging', 'days', DAY);
+    const both = { dateFrom: DAY, dateTo: NEXT_DAY, maxRows: 1000 };
+    // A step of NTP back across midnight: these rows must not go into the cleaned day.
+    clock.now = Date.parse(`${DAY}T23:59:58Z`);
+    await ingestDay(logger, 10, NEXT_DAY, 1000);
+    assert.equal(existsSync(dayDir), false, 'the cleaned day was written again');
+    assert.equal((await logger.readLogs({ ...both, storage: 'auto' })).length, 60);
+    assert.equal((await logger.readLogs({ ...both, storage: 'local' })).length, 10);
+    assert.equal(warnings.length, 1);
+    assert.match(
+      warnings[0]!,
+      new RegExp(`clock went back to ${DAY}: rows keep going to the tables of ${NEXT_DAY}`),
+    );
+    await logger.stop();
+    // Started again while the clock still stands in the shipped day: the same.
+    const again = await openLogger({
+      instanceDir: dir,
+      instanceId: 'clockback',
+      clock: clock.fn,
+      s3: s3Of(server.env),
+    });
+    await ingestDay(again, 5, NEXT_DAY, 2000);
+    assert.equal(existsSync(dayDir), false, 'the cleaned day was written again after a restart');
+    assert.equal((await again.readLogs({ ...both, storage: 'auto' })).length, 65);
+    await again.stop();
+  });
+
   test('refuses the current day, a future day, a day without data, and incomplete settings', async () => {
     const clock = fakeClock();
     const logger = await openLogger({
