@@ -152,7 +152,7 @@ export class ProtobufReader implements OtlpReader {
     const buf = w.buf;
     let any = 0;
     for (let i = at; i < at + n; i++) any |= buf[i]!;
-    if (any === 0) return INVALID_ID;
+    if (any === 0) return null; // OTLP's invalid id: no id (see values.ts `id`)
     return n === 16 ? hex16(buf, at) : hex8(buf, at);
   }
 

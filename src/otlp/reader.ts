@@ -29,7 +29,7 @@ import type { MessageType } from './messages.ts';
 /** What `next` returns at the end of a message. */
 export const END = -1;
 
-/** What `id` returns for an id that is present but invalid (wrong length or characters, all zero). */
+/** What `id` returns for an id that is present but invalid (wrong length or characters). */
 export const INVALID_ID: unique symbol = Symbol('invalid id');
 export type ReadId = string | null | typeof INVALID_ID;
 

@@ -202,8 +202,10 @@ function bytesToHex(b: Uint8Array): string {
 
 /**
  * A trace id (16 bytes) or span id (8 bytes) as lowercase hex. Hex strings in any case, base64
- * strings and bytes are accepted; absent/empty gives null, and an id of the wrong length, with
- * bad characters or all zero gives null and is counted in `st.invalidIds`.
+ * strings and bytes are accepted; absent, empty and all zero give null (all zero is how OTLP
+ * writes "no valid context": SDKs send it for a link kept for its attributes, or a log record
+ * outside a span), and an id of the wrong length or with bad characters gives null and is
+ * counted in `st.invalidIds`.
  */
 export function id(v: unknown, byteLength: 16 | 8, field: string, st: MapState): string | null {
   if (typeof v === 'string') {
@@ -214,7 +216,7 @@ export function id(v: unknown, byteLength: 16 | 8, field: string, st: MapState):
         s = s.toLowerCase();
         if (!hex.test(s)) return invalidId(st);
       }
-      return s === (byteLength === 16 ? ZERO32 : ZERO16) ? invalidId(st) : s;
+      return s === (byteLength === 16 ? ZERO32 : ZERO16) ? null : s;
     }
     if (v.length === 0) return null;
     if (BASE64.test(v)) {
@@ -236,7 +238,7 @@ function bytesId(b: Uint8Array, byteLength: number, st: MapState): string | null
   if (b.length !== byteLength) return invalidId(st);
   let any = 0;
   for (let i = 0; i < b.length; i++) any |= b[i]!;
-  return any === 0 ? invalidId(st) : bytesToHex(b);
+  return any === 0 ? null : bytesToHex(b);
 }
 
 function invalidId(st: MapState): null {

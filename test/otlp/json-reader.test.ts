@@ -292,7 +292,7 @@ test('fields in any order, repeated, unknown, and ids and numbers of every form 
   assert.equal(row.scope_name, 'lib');
   assert.equal(row.kind, -1);
   assert.equal(row.events_count, 2);
-  assert.equal(m.invalidIds, 1); // the all-zero parent span id
+  assert.equal(m.invalidIds, 0); // an all-zero parent span id is no parent, not an invalid id
   assert.equal(m.tables.span_events!.length, 2);
   assert.equal(m.tables.span_events![0]!.scope_name, 'lib');
   assert.equal(m.tables.span_links![0]!.linked_trace_id, '02'.repeat(16));

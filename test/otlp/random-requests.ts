@@ -18,7 +18,7 @@ const chance = (r: Rand, p: number) => r() < p;
 const upTo = (r: Rand, n: number) => Math.floor(r() * (n + 1));
 
 function hex(r: Rand, bytes: number): string {
-  // Mostly valid ids; sometimes empty, all zero or of the wrong length (null and counted).
+  // Mostly valid ids; sometimes empty or all zero (null), or of the wrong length (null and counted).
   const roll = r();
   if (roll < 0.05) return '';
   if (roll < 0.08) return '00'.repeat(bytes);

@@ -256,7 +256,7 @@ test('fields in any order, repeated, unknown or of the wrong wire type map as in
   assert.equal(row.scope_name, 'lib');
   assert.equal(row.kind, -1);
   assert.equal(row.events_count, 2);
-  assert.equal(m.invalidIds, 1); // the all-zero parent span id
+  assert.equal(m.invalidIds, 0); // an all-zero parent span id is no parent, not an invalid id
   assert.equal(m.tables.span_events!.length, 2);
   assert.equal(m.tables.span_links![0]!.linked_trace_id, '02'.repeat(16));
 });
@@ -293,7 +293,7 @@ test('project.id of the wrong type or invalid is refused, on both routes', () =>
   }
 });
 
-test('ids of the wrong length or all zero are null and counted; empty ids are null', () => {
+test('ids of the wrong length are null and counted; empty and all-zero ids are null', () => {
   const spans = [
     [...text(1, Buffer.alloc(15, 1)), ...text(2, Buffer.alloc(8, 1))],
     [...text(1, Buffer.alloc(16, 0)), ...text(2, Buffer.alloc(9, 1))],
@@ -301,7 +301,8 @@ test('ids of the wrong length or all zero are null and counted; empty ids are nu
     [...ids, ...text(4, Buffer.alloc(8, 0xff))],
   ];
   const m = assertSame(request(spans), 'ids') as Mapped;
-  assert.equal(m.invalidIds, 3); // 15-byte trace id; all-zero trace id and 9-byte span id
+  assert.equal(m.invalidIds, 2); // the 15-byte trace id and the 9-byte span id
+  assert.equal(m.tables.spans![1]!['trace_id'], null); // all zero
 });
 
 test('refused: every truncation protobufjs refuses, bad UTF-8, counts past int32, deep groups', () => {
@@ -467,9 +468,9 @@ test('log bodies and fields of every kind, in any order, map as in the tree', ()
   assert.equal(rows[0]!.attributes, '{"i":0,"j":"x"}');
   assert.equal(rows[0]!.service_name, 'svc');
   assert.equal(rows[0]!.severity_text, 'WARN');
-  // Ids wrong or all zero, counted; a truncated record; bad UTF-8 in a body.
+  // An all-zero id (none) and a wrong one (counted); a truncated record; bad UTF-8 in a body.
   const ids = [...text(9, Buffer.alloc(16, 0)), ...text(10, Buffer.alloc(7, 1))];
-  assert.equal((assertSame(logRequest([ids]), 'ids', undefined, 'logs') as Mapped).invalidIds, 2);
+  assert.equal((assertSame(logRequest([ids]), 'ids', undefined, 'logs') as Mapped).invalidIds, 1);
   const whole = jsonToProtobuf('logs', logsRequest(2, 9), codec);
   for (let cut = 0; cut < whole.length; cut++)
     assertSame(whole.subarray(0, cut), `cut at ${cut}`, undefined, 'logs');
