@@ -283,13 +283,17 @@ function bytesBase64(v: unknown, field: string): string {
   return fail(field, 'base64 bytes', v);
 }
 
-// Deeper AnyValues are refused rather than overflowing the stack.
-const MAX_DEPTH = 64;
+/**
+ * AnyValues nested deeper than this (arrays and maps within arrays and maps) are cut: the deeper
+ * value is null. Read no further, they cannot overflow the stack; and an SDK that limits only
+ * attributes (the Go SDK, to this depth) sends log bodies of any depth, which refusing would lose
+ * with every record of their request.
+ */
+export const MAX_ANY_VALUE_DEPTH = 64;
 
-/** An AnyValue as a JSON value (null when no value is set). */
+/** An AnyValue as a JSON value (null when no value is set, or nested beyond MAX_ANY_VALUE_DEPTH). */
 export function anyValueJs(v: Msg, depth = 0): unknown {
-  if (v === undefined || v === null) return null;
-  if (depth > MAX_DEPTH) throw new OtlpDecodeError(`AnyValue nested deeper than ${MAX_DEPTH} levels`);
+  if (v === undefined || v === null || depth > MAX_ANY_VALUE_DEPTH) return null;
   if (typeof v !== 'object' || Array.isArray(v)) return fail('AnyValue', 'an object', v);
   let x = v.stringValue ?? v.string_value;
   if (x != null) return typeof x === 'string' ? x : fail('stringValue', 'a string', x);

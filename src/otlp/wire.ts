@@ -6,7 +6,7 @@
 import { isUtf8 } from 'node:buffer';
 import { OtlpDecodeError } from './errors.ts';
 import { JsonTextWriter, ObjectKeys } from './json-text.ts';
-import { attributesJson, bodyText, type Msg } from './values.ts';
+import { attributesJson, bodyText, MAX_ANY_VALUE_DEPTH, type Msg } from './values.ts';
 
 /** Wire types (the low 3 bits of a tag). */
 export const VARINT = 0;
@@ -222,9 +222,6 @@ const KVLIST_VALUE = tag(6, LEN);
 const BYTES_VALUE = tag(7, LEN);
 const VALUES = tag(1, LEN); // ArrayValue.values and KeyValueList.values
 
-// Deeper AnyValues are refused, at the same depth as values.ts' anyValueJs.
-const MAX_DEPTH = 64;
-
 /** The AnyValue member that counts (the last one on the wire), found by `anyValue`. */
 interface Member {
   tag: number;
@@ -293,7 +290,10 @@ export class AttributesWriter extends JsonTextWriter {
   }
 
   private anyValue(start: number, end: number, depth: number): boolean {
-    if (depth > MAX_DEPTH) throw new OtlpDecodeError(`AnyValue nested deeper than ${MAX_DEPTH} levels`);
+    if (depth > MAX_ANY_VALUE_DEPTH) {
+      this.asciiText('null'); // cut, as values.ts' anyValueJs does
+      return true;
+    }
     const r = this.r;
     const m = lastMember(r, start, end, this.member);
     switch (m.tag) {
@@ -451,7 +451,7 @@ function keyValueMsgs(r: WireCursor, at: readonly number[], n: number, depth: nu
 }
 
 function anyValueMsg(r: WireCursor, start: number, end: number, depth: number): Msg {
-  if (depth > MAX_DEPTH) throw new OtlpDecodeError(`AnyValue nested deeper than ${MAX_DEPTH} levels`);
+  if (depth > MAX_ANY_VALUE_DEPTH) return {}; // cut: no value
   const m = lastMember(r, start, end, { tag: 0, start: 0, end: 0 });
   r.pos = m.start;
   switch (m.tag) {

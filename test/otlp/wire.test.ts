@@ -341,7 +341,7 @@ test('refused: every truncation protobufjs refuses, bad UTF-8, counts past int32
   );
 });
 
-test('AnyValues nest up to 64 levels, as in JSON requests; deeper ones are refused', () => {
+test('AnyValues nest up to 64 levels, as in JSON requests; deeper ones are cut there', () => {
   // protobufjs stops at 100 nested messages (~47 AnyValue levels here), so JSON is the reference.
   const nested = (levels: number) => {
     let wire = sv('leaf');
@@ -360,10 +360,16 @@ test('AnyValues nest up to 64 levels, as in JSON requests; deeper ones are refus
       json: outcome(() => mapJson('traces', { resourceSpans: [{ scopeSpans: [{ spans: [span] }] }] })),
     };
   };
+  const attributes = (m: ReturnType<typeof nested>['wire']) => (m as Mapped).tables.spans![0]!['attributes'];
   const ok = nested(64);
   assert.deepEqual(ok.wire, ok.json);
-  assert.ok(!('error' in ok.wire));
-  assert.deepEqual(nested(65), { wire: { error: 'refused' }, json: { error: 'refused' } });
+  assert.equal(attributes(ok.wire), `{"deep":${'['.repeat(64)}"leaf"${']'.repeat(64)}}`);
+  // The array at depth 64 keeps its element, as null: the value is cut, the span kept.
+  for (const levels of [65, 66, 500]) {
+    const cut = nested(levels);
+    assert.deepEqual(cut.wire, cut.json, `${levels} levels`);
+    assert.equal(attributes(cut.wire), `{"deep":${'['.repeat(65)}null${']'.repeat(65)}}`, `${levels} levels`);
+  }
 });
 
 test('corrupted bodies are refused with OtlpDecodeError or mapped, never anything else', () => {
