@@ -29,9 +29,9 @@ const DROP_LOG_INTERVAL_MS = 60_000;
  * This process's open-file limit, from /proc/self/limits (Linux; node raises its soft limit to
  * the hard one when it starts); null where that is unknown or unlimited.
  */
-export function openFileLimit(limitsFile = '/proc/self/limits'): number | null {
+export function openFileLimit(): number | null {
   try {
-    const m = /^Max open files\s+(\d+)/m.exec(readFileSync(limitsFile, 'utf8'));
+    const m = /^Max open files\s+(\d+)/m.exec(readFileSync('/proc/self/limits', 'utf8'));
     return m ? Number(m[1]) : null;
   } catch {
     return null;
