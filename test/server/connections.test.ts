@@ -14,8 +14,9 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { after, test } from 'node:test';
 import { connectionLimit, openFileLimit } from '../../src/server/limits.ts';
+import { defaultOptions, mergeOptions, validateOptions } from '../../src/storage/options.ts';
 import { logsBody } from './helpers/crash-loop.ts';
-import { getJson } from './helpers/harness.ts';
+import { getJson, startServer } from './helpers/harness.ts';
 
 const CHILD = new URL('./helpers/run-server.ts', import.meta.url).pathname;
 const FILE_LIMIT = 300;
@@ -30,6 +31,46 @@ test('the connection limit: the configured one, else what the open-file limit le
   const mine = openFileLimit();
   if (process.platform === 'linux') assert.ok(mine !== null && mine > 0, `read ${mine}`);
 });
+
+test('a configured max_connections is the limit, whatever the open-file limit; 0 is refused', async () => {
+  const server = await startServer({ server_config: { max_connections: 3 } });
+  const held: Socket[] = [];
+  try {
+    const { hostname, port } = new URL(server.url);
+    const closed = new Set<Socket>();
+    for (let i = 0; i < 5; i++) {
+      const s = connect({ host: hostname, port: Number(port) });
+      s.on('error', () => {});
+      s.on('close', () => closed.add(s));
+      held.push(s);
+      await new Promise<void>((ok) => s.once('connect', () => ok()));
+    }
+    await waitUntil(() => closed.size === 2);
+    for (const s of held) s.destroy();
+    await waitUntil(() => closed.size === 5);
+    const health = (await getJson(`${server.url}/healthz`)).body as { http: Record<string, number> };
+    assert.equal(health.http['max_connections'], 3);
+    assert.equal(health.http['connections_refused'], 2);
+  } finally {
+    for (const s of held) s.destroy();
+    await server.close();
+  }
+  for (const bad of [0, -1, 1.5, '10']) {
+    assert.throws(
+      () =>
+        validateOptions(
+          mergeOptions(defaultOptions(), { server_config: { max_connections: bad as number } }),
+        ),
+      /server_config\.max_connections/,
+      String(bad),
+    );
+  }
+});
+
+async function waitUntil(cond: () => boolean): Promise<void> {
+  for (let i = 0; i < 100 && !cond(); i++) await new Promise((r) => setTimeout(r, 20));
+  assert.ok(cond(), 'in time');
+}
 
 const sockets: Socket[] = [];
 let child: ChildProcess | undefined;
