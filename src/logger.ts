@@ -314,6 +314,13 @@ export class Logger {
         );
       }
       this.wal = wal;
+      wal.onProblem = (err) =>
+        err === null
+          ? this.logSink('info', 'writes to the write-ahead log work again')
+          : this.logSink(
+              'error',
+              `writes to the write-ahead log are failing (${err.message}); ingest answers 503 until they work again`,
+            );
       // Rows evicted by drop_oldest are given up: the log lets them go.
       this.producer.onEvict = (q, rows) => {
         if (q.seq !== undefined) wal.release(q.seq + (q.batch ? q.from : 0), rows);

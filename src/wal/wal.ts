@@ -287,6 +287,8 @@ export class WriteAheadLog {
   private closed = false;
   private groupsWritten = 0;
   private lastError: { at: string; message: string } | null = null;
+  /** Told when writes start failing (the error) and when they work again (null), once each time. */
+  onProblem: (err: Error | null) => void = () => {};
   /** Segments found at open, with the bytes of each that may be replayed. */
   private readonly found: { segment: Segment; limit: number }[];
   /** Found segments not yet replayed: kept whatever their count of live rows. */
@@ -435,10 +437,12 @@ export class WriteAheadLog {
         logged = await this.writeGroup(group);
       } catch (err) {
         const e = err as Error;
+        if (this.lastError === null) this.onProblem(e);
         this.lastError = { at: new Date().toISOString(), message: e.message };
         for (const p of group) p.reject(e);
         continue;
       }
+      if (this.lastError !== null) this.onProblem(null);
       this.lastError = null;
       for (let i = 0; i < group.length; i++) {
         const p = group[i]!;

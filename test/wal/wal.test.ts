@@ -528,6 +528,8 @@ describe('WriteAheadLog', () => {
   it('a failed write is cut off the segment: it is refused and never replayed', async () => {
     const dir = join(root, 'fail');
     const { wal } = await WriteAheadLog.open(dir);
+    const told: string[] = [];
+    wal.onProblem = (err) => told.push(err === null ? 'ok again' : err.message);
     await replayAll(wal);
     await wal.append([entry(2, 0)], () => {});
     // The next write stops half way, as on a full disk: part of the record is in the file.
@@ -543,9 +545,15 @@ describe('WriteAheadLog', () => {
       /ENOSPC/,
     );
     assert.match(wal.stats().last_error?.message ?? '', /ENOSPC/);
+    await assert.rejects(
+      wal.append([entry(1, 15)], () => {}),
+      /ENOSPC/,
+    );
     seam.writeAt = real;
     await wal.append([entry(1, 20)], () => {});
     assert.equal(wal.stats().last_error, null, 'a later write succeeds and clears the error');
+    // Told once when writes start failing, once when they work again (the logger logs both).
+    assert.deepEqual(told, ['ENOSPC: no space left on device', 'ok again']);
     // A crash right after a failed write: what it left in the file is not replayed.
     await wal.append([entry(3, 30)], () => {});
     seam.writeAt = async (fh, buffers, position) => {
