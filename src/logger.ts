@@ -39,7 +39,7 @@ import {
 } from './shipping/shipper.ts';
 import { type DamagedTable, DamagedTables, damageOf } from './storage/damaged-tables.ts';
 import { appendDayPhase, type DayPhaseLine, readDayPhases } from './storage/days-index.ts';
-import { DEFAULT_DIR, DEFAULT_INSTANCE_ID, InstanceLayout, utcDay } from './storage/layout.ts';
+import { DEFAULT_DIR, DEFAULT_INSTANCE_ID, InstanceLayout } from './storage/layout.ts';
 import {
   deltaOptions,
   type LoggerOptions,
@@ -290,8 +290,7 @@ export class Logger {
       .map((l) => l.day)
       .sort()
       .at(-1);
-    if (lastFinished !== undefined)
-      this.producer.notBefore(utcDay(Date.parse(`${lastFinished}T00:00:00Z`) + 86_400_000));
+    if (lastFinished !== undefined) this.producer.sealedThrough(lastFinished);
     const today = this.producer.today();
     // A table that cannot be opened is reported and refused alone: the others serve.
     await Promise.all(

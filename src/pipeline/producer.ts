@@ -190,11 +190,12 @@ export class Producer {
     return this.day;
   }
 
-  /** Rows are not captured for a day before `day` (one after the last finished day, at start). */
-  notBefore(day: string): void {
-    if (day <= this.today()) return;
-    this.day = day;
-    this.dayEnd = Date.parse(`${day}T00:00:00Z`) + DAY_MS;
+  /** Days up to `day` are sealed (the days index says so at start): rows go to later days only. */
+  sealedThrough(day: string): void {
+    if (day < this.today()) return;
+    const start = Date.parse(`${day}T00:00:00Z`) + DAY_MS;
+    this.day = utcDay(start);
+    this.dayEnd = start + DAY_MS;
   }
 
   countRejected(reason: string, n = 1): void {

@@ -306,12 +306,12 @@ describe('Producer', () => {
       assert.equal(p.today(), '2026-11-22');
     });
 
-    it('starts no earlier than the day given to notBefore, and ignores an earlier one', () => {
+    it('starts after the days sealed, and ignores sealed days before today', () => {
       let now = at('2026-11-20T10:00:00Z');
       const p = new Producer(4, 'block', 0, () => now);
-      p.notBefore('2026-11-19');
+      p.sealedThrough('2026-11-19');
       assert.equal(p.today(), '2026-11-20');
-      p.notBefore('2026-11-21');
+      p.sealedThrough('2026-11-20');
       assert.equal(p.today(), '2026-11-21');
       now = at('2026-11-21T23:59:59Z');
       assert.equal(p.today(), '2026-11-21');
