@@ -33,6 +33,8 @@ export class RawConnection {
   private current: { resolve: (status: number) => void; reject: (e: Error) => void } | null = null;
   private buffered: Buffer = Buffer.alloc(0);
   private readonly ready: Promise<void>;
+  /** Why the connection ended; a request sent after that fails with it at once. */
+  private ended: Error | null = null;
 
   constructor(host: string, port: number) {
     this.socket = connect({ host, port, noDelay: true });
@@ -42,12 +44,14 @@ export class RawConnection {
     });
     this.socket.on('data', (chunk: Buffer) => this.onData(chunk));
     this.socket.on('error', (err) => this.failAll(err));
-    this.socket.on('close', () => this.failAll(new Error('connection closed by the server')));
+    this.socket.on('close', () => this.failAll(this.ended ?? new Error('connection closed by the server')));
   }
 
   /** The answer's status; `onWrite` gets the time (performance.now()) the request is written. */
   async send(bytes: Buffer, onWrite?: (at: number) => void): Promise<number> {
     await this.ready;
+    // A server may close the connection after an answer (a refusal with Connection: close).
+    if (this.ended) throw this.ended;
     return new Promise((resolve, reject) => {
       this.waiting.push({ bytes, resolve, reject, onWrite });
       this.next();
@@ -81,6 +85,7 @@ export class RawConnection {
   }
 
   private failAll(err: Error): void {
+    this.ended ??= err;
     const jobs = [...(this.current ? [this.current] : []), ...this.waiting.splice(0)];
     this.current = null;
     for (const j of jobs) j.reject(err);
