@@ -1,6 +1,5 @@
 // The fastify application: OTLP/HTTP ingest, /healthz, and the read API over one logger.
 
-import { availableParallelism } from 'node:os';
 import Fastify, { type FastifyInstance, type FastifyServerOptions, LogController } from 'fastify';
 import type { Logger } from '../index.ts';
 import { isValidProjectId, PROJECT_ID_RULE } from '../schema/project.ts';
@@ -45,6 +44,8 @@ export async function buildServer(logger: Logger, opts: BuildServerOptions = {})
     forceCloseConnections: 'idle',
   });
   limits.register(app);
+  const plan = limits.memoryPlan();
+  if (plan !== null) app.log.info(plan);
 
   logRefusals(app);
 
@@ -54,7 +55,7 @@ export async function buildServer(logger: Logger, opts: BuildServerOptions = {})
       countLimit: server.attribute_count_limit,
       valueLengthLimit: server.attribute_value_length_limit,
     },
-    workers: server.decode_workers ?? availableParallelism(),
+    workers: limits.decodeWorkers,
     ...(opts.protobuf === undefined ? {} : { protobuf: opts.protobuf }),
     ...(opts.inlineBodyBytes === undefined ? {} : { inlineBodyBytes: opts.inlineBodyBytes }),
   });
@@ -102,10 +103,16 @@ export async function buildServer(logger: Logger, opts: BuildServerOptions = {})
       pid: process.pid,
       instance_id: logger.layout.instanceId,
       protobuf: decoders.protobuf,
-      memory: { rss: mem.rss, heap_used: mem.heapUsed, heap_total: mem.heapTotal, external: mem.external },
+      memory: {
+        rss: mem.rss,
+        heap_used: mem.heapUsed,
+        heap_total: mem.heapTotal,
+        external: mem.external,
+        limit: limits.memoryLimit,
+      },
       event_loop_delay_ms: loopDelay.stats(),
       http: limits.stats(),
-      decode: decoders.stats(),
+      decode: { threads: limits.decodeWorkers, ...decoders.stats() },
       ...logger.stats(),
       reads: reads.stats(),
     };

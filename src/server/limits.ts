@@ -2,13 +2,15 @@
 // bodies held at once (one BodyBudget), the header, request and idle timeouts of every connection
 // (node's HTTP server enforces them; fastify passes them on), and the answer to requests that
 // arrive while the server stops. A slow, stalled or flooding client costs a bounded amount of
-// memory, time and file descriptors.
+// memory, time and file descriptors. The defaults follow what the process is given: its
+// open-file limit and its memory limit (a container's).
 
 import { readFileSync } from 'node:fs';
 import { type Server, STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
+import { availableParallelism } from 'node:os';
 import type { FastifyHttpOptions, FastifyInstance } from 'fastify';
-import type { ServerConfig } from '../storage/options.ts';
+import { memoryLimit, type ServerConfig } from '../storage/options.ts';
 import { BodyBudget } from './body.ts';
 import { isIngestRoute, refuseWhileStopping } from './ingest.ts';
 
@@ -22,6 +24,19 @@ const TIMEOUT_CHECK_INTERVAL_MS = 1000;
  * fails with EMFILE, and every request is refused with 503 for as long as they stay connected.
  */
 const RESERVED_FDS = 256;
+const MiB = 1024 * 1024;
+/** The default of max_body_bytes_in_flight without a memory limit, or with one of 2 GiB or more. */
+const BODY_BYTES_IN_FLIGHT = 256 * MiB;
+/**
+ * With a memory limit, request bodies hold at most this share of it by default. A body's decoding
+ * takes several times its size beside it (its rows, the decoder's garbage), and the rest of the
+ * server ~100-150 MiB: in a 256 MiB cgroup, 32 MiB of bodies and one decoder held through eight
+ * clients sending the Collector's 8,192-span requests (7.2 MB of JSON each); 256 MiB of them did
+ * not (killed by the kernel within 2 s). Measured in docs/benchmarks.md.
+ */
+const BODY_SHARE_OF_MEMORY = 1 / 8;
+/** A decoder by default per this much of the memory limit (one takes 60-100 MiB with large requests). */
+const MEMORY_PER_DECODER = 256 * MiB;
 /** The longest between two log lines about refused connections. */
 const DROP_LOG_INTERVAL_MS = 60_000;
 
@@ -46,6 +61,20 @@ export function connectionLimit(configured: number | null, fileLimit: number | n
   return fileLimit - reserve;
 }
 
+/** Bytes of request bodies held at once: the configured number, else what the memory limit allows. */
+export function bodyBytesInFlight(configured: number | null, memory: number | null): number {
+  if (configured !== null) return configured;
+  if (memory === null) return BODY_BYTES_IN_FLIGHT;
+  return Math.min(BODY_BYTES_IN_FLIGHT, Math.max(MiB, Math.floor(memory * BODY_SHARE_OF_MEMORY)));
+}
+
+/** Decode worker threads: the configured number, else one per core, at most one per 256 MiB of memory. */
+export function decodeWorkerCount(configured: number | null, cores: number, memory: number | null): number {
+  if (configured !== null) return configured;
+  if (memory === null) return cores;
+  return Math.max(1, Math.min(cores, Math.floor(memory / MEMORY_PER_DECODER)));
+}
+
 export interface LimitStats {
   body_bytes_in_flight: number;
   max_body_bytes_in_flight: number;
@@ -66,6 +95,10 @@ export class ServerLimits {
   private stopping = false;
   private readonly fileLimit: number | null;
   private readonly maxConnections: number | null;
+  /** The memory the defaults were planned for (null: none known). */
+  readonly memoryLimit: number | null;
+  /** Decode worker threads. */
+  readonly decodeWorkers: number;
   private connectionsRefused = 0;
   private dropLoggedAt = Number.NEGATIVE_INFINITY;
   /** Connections whose current request was answered before its body was read to the end. */
@@ -73,9 +106,27 @@ export class ServerLimits {
 
   constructor(cfg: ServerConfig) {
     this.cfg = cfg;
-    this.bodies = new BodyBudget(cfg.max_body_bytes_in_flight);
+    this.memoryLimit = memoryLimit(cfg.memory_limit_bytes);
+    this.bodies = new BodyBudget(bodyBytesInFlight(cfg.max_body_bytes_in_flight, this.memoryLimit));
+    this.decodeWorkers = decodeWorkerCount(cfg.decode_workers, availableParallelism(), this.memoryLimit);
     this.fileLimit = openFileLimit();
     this.maxConnections = connectionLimit(cfg.max_connections, this.fileLimit);
+  }
+
+  /** What the memory limit set, for the log at start; null without one. */
+  memoryPlan(): string | null {
+    if (this.memoryLimit === null) return null;
+    const c = this.cfg;
+    const from = c.memory_limit_bytes === null ? "the cgroup's" : 'server_config.memory_limit_bytes';
+    const set = [
+      ...(c.decode_workers === null
+        ? [`${this.decodeWorkers} decode worker${this.decodeWorkers === 1 ? '' : 's'}`]
+        : []),
+      ...(c.max_body_bytes_in_flight === null
+        ? [`${mib(this.bodies.limit)} of request bodies in flight`]
+        : []),
+    ];
+    return `memory limit ${mib(this.memoryLimit)} (${from})${set.length > 0 ? `: ${set.join(', ')}` : ''}`;
   }
 
   /** The fastify options that enforce the timeouts. */
@@ -175,4 +226,8 @@ export class ServerLimits {
     }
     socket.destroy();
   }
+}
+
+function mib(bytes: number): string {
+  return `${Math.round((bytes / MiB) * 10) / 10} MiB`;
 }

@@ -2,6 +2,7 @@
 // `configs/options.json`. A logger created without options reloads and merges the saved ones.
 
 import { mkdir, rename, writeFile } from 'node:fs/promises';
+import { totalmem } from 'node:os';
 import { dirname } from 'node:path';
 import type { DeltaOptions } from '../delta/table.ts';
 import { readTextIfExists } from './files.ts';
@@ -68,17 +69,35 @@ export function deltaOptions(s: StorageConfig): DeltaOptions {
   };
 }
 
+/**
+ * The memory the process plans for (server_config.memory_limit_bytes): the configured bytes, else
+ * the limit of its cgroup (libuv reads cgroup v1 and v2), null where there is none or it is not
+ * below the machine's memory.
+ */
+export function memoryLimit(configured: number | null): number | null {
+  if (configured !== null) return configured;
+  const limit = process.constrainedMemory();
+  return limit > 0 && limit < totalmem() ? limit : null;
+}
+
 export interface ServerConfig {
   host: string;
   port: number;
   /** Largest accepted request body after decompression, in bytes. */
   body_limit_bytes: number;
   /**
+   * Memory the server plans for, in bytes: the defaults of max_body_bytes_in_flight and
+   * decode_workers follow it. null: the memory limit of the process's cgroup (a container's
+   * limit), none where there is none.
+   */
+  memory_limit_bytes: number | null;
+  /**
    * Bytes of request bodies held at once, from the first byte read until the request is answered
    * (as sent while read and decoded, then as decoded rows): a new body beyond it gets 503 +
-   * Retry-After. A body alone is always let in.
+   * Retry-After. A body alone is always let in. null: 256 MiB, or an eighth of the memory limit
+   * when that is less.
    */
-  max_body_bytes_in_flight: number;
+  max_body_bytes_in_flight: number | null;
   /** Seconds from a request's first byte until its headers must be in (else 408, connection closed). */
   header_timeout_s: number;
   /** Seconds from a request's first byte until its whole body must be in (else 408, connection closed). */
@@ -94,8 +113,8 @@ export interface ServerConfig {
   /** Project of requests with neither an X-Project-Id header nor a project.id resource attribute. */
   default_project_id: string;
   /**
-   * Threads that decode, map and validate request bodies: null for one per core, 0 to do it on
-   * the event loop.
+   * Threads that decode, map and validate request bodies: null for one per core, at most one per
+   * 256 MiB of the memory limit; 0 to do it on the event loop.
    */
   decode_workers: number | null;
   /** Reads answered at once by /api/*; more get 503 with Retry-After. */
@@ -168,7 +187,8 @@ export function defaultOptions(): LoggerOptions {
       host: '0.0.0.0',
       port: 4318,
       body_limit_bytes: 64 * 1024 * 1024,
-      max_body_bytes_in_flight: 256 * 1024 * 1024,
+      memory_limit_bytes: null,
+      max_body_bytes_in_flight: null,
       header_timeout_s: 10,
       request_timeout_s: 60,
       // Longer than the 60 s idle timeout of common load balancers and clients: they close first.
@@ -273,8 +293,12 @@ export function validateOptions(o: LoggerOptions): void {
   check(Number.isInteger(v.port) && v.port >= 0 && v.port <= 65535, 'server_config.port: expected 0..65535');
   check(isPosInt(v.body_limit_bytes), 'server_config.body_limit_bytes: expected a positive integer');
   check(
-    isPosInt(v.max_body_bytes_in_flight),
-    'server_config.max_body_bytes_in_flight: expected a positive integer',
+    v.memory_limit_bytes === null || isPosInt(v.memory_limit_bytes),
+    "server_config.memory_limit_bytes: expected null (the cgroup's limit) or a positive integer",
+  );
+  check(
+    v.max_body_bytes_in_flight === null || isPosInt(v.max_body_bytes_in_flight),
+    'server_config.max_body_bytes_in_flight: expected null (from the memory limit) or a positive integer',
   );
   for (const k of ['header_timeout_s', 'request_timeout_s', 'idle_timeout_s'] as const) {
     check(

@@ -287,7 +287,11 @@ describe('where a body is decoded', () => {
   test('a small body on the event loop, a larger one (as sent or decompressed) in a decode worker, each stored whole', async () => {
     const s = await startServer(); // decode workers, one per core
     try {
-      const where = async () => (await getJson(`${s.url}/healthz`)).body.decode;
+      const where = async () => {
+        const { threads, ...bodies } = (await getJson(`${s.url}/healthz`)).body.decode;
+        assert.ok(threads >= 1, `${threads} decode threads`);
+        return bodies;
+      };
       const lines = (n: number, text: string) => Array.from({ length: n }, (_, i) => `${text} ${i}`);
       const send = async (body: string | Buffer, headers: Record<string, string> = {}) =>
         post(`${s.url}/v1/logs`, body, { ...JSON_CT, ...headers });
@@ -831,7 +835,12 @@ describe('/healthz, /api parameters and the OpenAPI document', () => {
     assert.equal(body.producer.queue_capacity, 2048);
     assert.ok(body.aggregator.rows_written >= count);
     assert.ok(['event_loop', 'pool'].includes(body.wal.write_path), `wal.write_path ${body.wal.write_path}`);
-    assert.deepEqual(body.decode, { event_loop: 0, workers: 1 }, 'one body of 150 records: a decode worker');
+    assert.deepEqual(
+      body.decode,
+      { threads: body.decode.threads, event_loop: 0, workers: 1 },
+      'one body of 150 records: a decode worker',
+    );
+    assert.ok(body.decode.threads >= 1);
     assert.equal(typeof body.shipper.enabled, 'boolean');
   });
 

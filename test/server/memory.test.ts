@@ -1,0 +1,251 @@
+// A server in a container with a memory limit: the defaults of max_body_bytes_in_flight and
+// decode_workers follow the limit (server_config.memory_limit_bytes, else the cgroup's), so that
+// the Collector's large requests from several clients are refused for a while (503, Retry-After)
+// rather than taking more memory than the container has. With the defaults for an unlimited
+// machine (256 MiB of bodies in flight, a decoder per core), a server in a 256 MiB cgroup was
+// killed by the kernel within 2 s of eight clients sending 8 MB bodies of 8,192 spans.
+
+import assert from 'node:assert/strict';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { mkdir, mkdtemp, rm, rmdir, writeFile } from 'node:fs/promises';
+import { request } from 'node:http';
+import { availableParallelism, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { after, test } from 'node:test';
+import { bodyBytesInFlight, decodeWorkerCount } from '../../src/server/limits.ts';
+import { SERVER_ENV, SERVER_NODE_FLAGS } from '../../src/server/node-flags.ts';
+import { defaultOptions, memoryLimit, mergeOptions, validateOptions } from '../../src/storage/options.ts';
+import { getJson, startServer } from './helpers/harness.ts';
+
+const CHILD = new URL('./helpers/run-server.ts', import.meta.url).pathname;
+const MiB = 1024 * 1024;
+
+test('the memory limit sets the defaults of bodies in flight and decode workers', () => {
+  assert.equal(bodyBytesInFlight(null, null), 256 * MiB);
+  assert.equal(bodyBytesInFlight(null, 256 * MiB), 32 * MiB);
+  assert.equal(bodyBytesInFlight(null, 1024 * MiB), 128 * MiB);
+  assert.equal(bodyBytesInFlight(null, 16 * 1024 * MiB), 256 * MiB);
+  assert.equal(bodyBytesInFlight(null, 4 * MiB), MiB);
+  assert.equal(bodyBytesInFlight(5000, 256 * MiB), 5000, 'a configured number wins');
+  assert.equal(decodeWorkerCount(null, 8, null), 8);
+  assert.equal(decodeWorkerCount(null, 8, 256 * MiB), 1);
+  assert.equal(decodeWorkerCount(null, 8, 100 * MiB), 1);
+  assert.equal(decodeWorkerCount(null, 8, 768 * MiB), 3);
+  assert.equal(decodeWorkerCount(null, 2, 4096 * MiB), 2);
+  assert.equal(decodeWorkerCount(0, 8, 256 * MiB), 0, 'a configured number wins');
+  assert.equal(memoryLimit(300 * MiB), 300 * MiB);
+});
+
+test('memory_limit_bytes: the server plans for it and says so; null or a positive integer', async () => {
+  const s = await startServer({ server_config: { memory_limit_bytes: 256 * MiB } });
+  try {
+    const h = (await getJson(`${s.url}/healthz`)).body;
+    assert.equal(h.memory.limit, 256 * MiB);
+    assert.equal(h.decode.threads, 1);
+    assert.equal(h.http.max_body_bytes_in_flight, 32 * MiB);
+  } finally {
+    await s.close();
+  }
+  const own = await startServer({
+    server_config: { memory_limit_bytes: 256 * MiB, decode_workers: 2, max_body_bytes_in_flight: 5 * MiB },
+  });
+  try {
+    const h = (await getJson(`${own.url}/healthz`)).body;
+    assert.equal(h.decode.threads, 2);
+    assert.equal(h.http.max_body_bytes_in_flight, 5 * MiB);
+  } finally {
+    await own.close();
+  }
+  for (const bad of [0, -1, 1.5, '256M']) {
+    assert.throws(
+      () =>
+        validateOptions(
+          mergeOptions(defaultOptions(), { server_config: { memory_limit_bytes: bad as number } }),
+        ),
+      /server_config\.memory_limit_bytes/,
+    );
+  }
+});
+
+/** A new memory cgroup limited to `bytes` (v1 or v2), or why there cannot be one here. */
+async function memoryCgroup(bytes: number): Promise<{ procs: string; remove: () => Promise<void> } | string> {
+  if (process.platform !== 'linux') return 'memory cgroups are Linux';
+  if (process.getuid?.() !== 0) return 'making a cgroup needs root';
+  const name = `otelake-test-${process.pid}`;
+  const v1 = '/sys/fs/cgroup/memory';
+  const v2 = '/sys/fs/cgroup';
+  try {
+    if (existsSync(join(v1, 'memory.limit_in_bytes'))) {
+      const dir = join(v1, name);
+      await mkdir(dir);
+      await writeFile(join(dir, 'memory.limit_in_bytes'), String(bytes));
+      return { procs: join(dir, 'cgroup.procs'), remove: () => rmdir(dir) };
+    }
+    if (readFileSync(join(v2, 'cgroup.controllers'), 'utf8').split(/\s+/).includes('memory')) {
+      if (!readFileSync(join(v2, 'cgroup.subtree_control'), 'utf8').includes('memory'))
+        await writeFile(join(v2, 'cgroup.subtree_control'), '+memory');
+      const dir = join(v2, name);
+      await mkdir(dir);
+      await writeFile(join(dir, 'memory.max'), String(bytes));
+      return { procs: join(dir, 'cgroup.procs'), remove: () => rmdir(dir) };
+    }
+  } catch (err) {
+    return `cannot make a memory cgroup: ${(err as Error).message}`;
+  }
+  return 'no memory cgroup controller';
+}
+
+/** An ExportTraceServiceRequest of `n` spans of ~1 KB each in JSON, as the Collector batches them. */
+function largeTracesBody(n: number, seed: number): Buffer {
+  const hex = (v: number, bytes: number) =>
+    v
+      .toString(16)
+      .padStart(bytes * 2, '0')
+      .slice(-bytes * 2);
+  const spans = Array.from({ length: n }, (_, i) => ({
+    traceId: hex(seed * 1e6 + i, 16),
+    spanId: hex(seed * 1e6 + i + 1, 8),
+    name: `GET /api/v1/orders/{id}/items ${i % 50}`,
+    kind: 2,
+    startTimeUnixNano: String(1_764_000_000_000_000_000n + BigInt(i)),
+    endTimeUnixNano: String(1_764_000_000_000_500_000n + BigInt(i)),
+    attributes: [
+      ['http.request.method', 'GET'],
+      ['url.full', `https://shop.example.com/api/v1/orders/${seed}-${i}/items?page=${i % 7}&sort=created`],
+      ['http.route', '/api/v1/orders/{id}/items'],
+      ['user_agent.original', 'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko)'],
+      ['server.address', 'orders.internal.example.com'],
+      ['db.query.text', `SELECT id, sku, qty, price FROM order_items WHERE order_id = $1 -- ${i}`],
+      ['enduser.id', `customer-${(seed * 31 + i) % 10_000}`],
+    ].map(([key, value]) => ({ key, value: { stringValue: value } })),
+    status: { code: 1 },
+  }));
+  return Buffer.from(
+    JSON.stringify({
+      resourceSpans: [
+        {
+          resource: { attributes: [{ key: 'service.name', value: { stringValue: 'orders' } }] },
+          scopeSpans: [{ scope: { name: 'memory-test' }, spans }],
+        },
+      ],
+    }),
+  );
+}
+
+/** POSTs `body` to /v1/traces; the status, or 0 when the connection ended without an answer. */
+function postTraces(url: string, body: Buffer): Promise<{ status: number; retryAfter: string | undefined }> {
+  return new Promise((resolve) => {
+    const req = request(
+      `${url}/v1/traces`,
+      { method: 'POST', headers: { 'content-type': 'application/json', 'x-project-id': 'mem' } },
+      (res) => {
+        res.resume();
+        res.on('end', () => resolve({ status: res.statusCode!, retryAfter: res.headers['retry-after'] }));
+      },
+    );
+    req.on('error', () => resolve({ status: 0, retryAfter: undefined }));
+    req.end(body);
+  });
+}
+
+let child: ChildProcess | undefined;
+let dir: string | undefined;
+let cgroup: { procs: string; remove: () => Promise<void> } | undefined;
+after(async () => {
+  if (child && child.exitCode === null && child.signalCode === null) {
+    const exited = new Promise((r) => child!.once('exit', r));
+    child.kill('SIGKILL');
+    await exited;
+  }
+  await cgroup?.remove().catch(() => {});
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+test('in a 256 MiB cgroup the server plans for it and holds the Collector-size requests of eight clients', async (t) => {
+  const made = await memoryCgroup(256 * MiB);
+  if (typeof made === 'string') return t.skip(made);
+  cgroup = made;
+  dir = await mkdtemp(join(tmpdir(), 'otelake-memory-'));
+  const options = JSON.stringify({ durability: 'wal', aggregator_config: { max_age_s: 0.2 } });
+  // The shell joins the cgroup, then becomes the server, with `otelake start`'s flags and malloc settings.
+  child = spawn(
+    'sh',
+    [
+      '-c',
+      `echo $$ > "${cgroup.procs}" && exec "$0" "$@"`,
+      process.execPath,
+      ...SERVER_NODE_FLAGS,
+      CHILD,
+      dir,
+      'mem',
+      options,
+    ],
+    { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...SERVER_ENV } },
+  );
+  let log = '';
+  child.stderr!.on('data', (d: Buffer) => {
+    log += d.toString();
+  });
+  let killed: string | null = null;
+  child.once('exit', (code, signal) => {
+    killed = `exited (${code ?? signal})`;
+  });
+  const url = await new Promise<string>((resolve, reject) => {
+    createInterface({ input: child!.stdout! }).on('line', (line) => {
+      log += `${line}\n`;
+      const m = /listening on (http:\/\/[^\s"]+)/.exec(line);
+      if (m) resolve(m[1]!);
+    });
+    child!.once('exit', (code) => reject(new Error(`server exited early (${code}): ${log}`)));
+  });
+  const health = async () => (await getJson(`${url}/healthz`)).body;
+  const h = await health();
+  assert.equal(h.memory.limit, 256 * MiB, 'the limit read from the cgroup');
+  assert.equal(h.decode.threads, decodeWorkerCount(null, availableParallelism(), 256 * MiB));
+  assert.equal(h.http.max_body_bytes_in_flight, 32 * MiB);
+  assert.match(
+    log,
+    /memory limit 256 MiB \(the cgroup's\): 1 decode worker, 32 MiB of request bodies in flight/,
+  );
+
+  // Eight clients, each sending 8,192 spans (~7 MB of JSON) a request, as fast as answered, for 4 s.
+  const SPANS = 8192;
+  const bodies = [1, 2, 3, 4].map((seed) => largeTracesBody(SPANS, seed));
+  assert.ok(bodies[0]!.length > 6 * MiB, `a body of ${bodies[0]!.length} bytes`);
+  const statuses = new Map<number, number>();
+  let acknowledged = 0;
+  const until = Date.now() + 4000;
+  await Promise.all(
+    Array.from({ length: 8 }, async (_, c) => {
+      for (let i = c; Date.now() < until && killed === null; i++) {
+        const r = await postTraces(url, bodies[i % bodies.length]!);
+        statuses.set(r.status, (statuses.get(r.status) ?? 0) + 1);
+        if (r.status === 200) acknowledged += SPANS;
+        else if (r.status === 0)
+          await new Promise((r) => setTimeout(r, 500)); // killed? told below
+        else {
+          assert.equal(r.status, 503, `status ${r.status}: ${log}`);
+          assert.ok(r.retryAfter !== undefined, 'a 503 says when to retry');
+          await new Promise((r) => setTimeout(r, 100));
+        }
+      }
+    }),
+  );
+  const seen = JSON.stringify(Object.fromEntries(statuses));
+  assert.equal(killed, null, `the server ${killed} under load (${seen}): ${log}`);
+  assert.ok(acknowledged >= 4 * SPANS, `only ${acknowledged} spans acknowledged (${seen})`);
+
+  // Every acknowledged span is written, and nothing else was (spans have no events or links here).
+  const deadline = Date.now() + 60_000;
+  let written = 0;
+  while (Date.now() < deadline) {
+    written = (await health()).aggregator.rows_written;
+    if (written >= acknowledged) break;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  assert.equal(written, acknowledged, seen);
+  assert.equal(killed, null, `the server ${killed}: ${log}`);
+  assert.equal((await health()).status, 'ok');
+});
