@@ -43,6 +43,7 @@ import { DEFAULT_DIR, DEFAULT_INSTANCE_ID, InstanceLayout } from './storage/layo
 import {
   deltaOptions,
   type LoggerOptions,
+  memoryLimit,
   type PartialOptions,
   resolveOptions,
   saveOptions,
@@ -819,6 +820,7 @@ export class Logger {
       s3: this.s3,
       enabled: opts.shipper_enabled && this.init.autoShip !== false,
       deltaOptions: deltaOptions(opts.storage_config),
+      memoryLimit: memoryLimit(opts.server_config.memory_limit_bytes),
       today: () => this.producer!.today(),
       whenDayLanded: (day) => this.whenDayLanded(day),
       releaseDay: (day) => this.releaseDay(day),

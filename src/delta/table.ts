@@ -147,6 +147,10 @@ const COMMIT_RETRY_MS = 100;
 const DEFAULT_ROW_GROUP = 131_072;
 /** In-day compaction copies row groups of at least this many rows (DeltaOptions.autoCompact). */
 const DEFAULT_COPY_ROW_GROUPS_FROM = 8192;
+/** A compaction that rewrites its inputs' rows (polars). */
+const REWRITE: JoinPlan = { copyRowGroupsFrom: null, mergeRowGroups: false };
+/** One that joins its inputs' row groups page by page into row groups of `rowGroupSize` where it can. */
+const MERGE: JoinPlan = { copyRowGroupsFrom: null, mergeRowGroups: true };
 /**
  * After a failed in-day compaction the next waits this long: a failure that repeats (an input it
  * cannot read, a full disk) would otherwise start over at once, again and again, on a full core.
@@ -915,7 +919,7 @@ export class DeltaTable {
     this.compacting = true;
     this.background(
       this.serialCompaction(() =>
-        this.compactGroups([inputs], 'OPTIMIZE', { auto: 'true' }, this.joinPlan(inputs)),
+        this.compactGroups([inputs], 'OPTIMIZE', { auto: 'true' }, (g) => this.joinPlan(g)),
       )
         .catch((err: unknown) => {
           this.compactHeldUntil = Date.now() + COMPACT_RETRY_MS;
@@ -939,7 +943,7 @@ export class DeltaTable {
       if (!inputs) return;
       await this.track(
         this.serialCompaction(() =>
-          this.compactGroups([inputs], 'OPTIMIZE', { auto: 'true' }, this.joinPlan(inputs)),
+          this.compactGroups([inputs], 'OPTIMIZE', { auto: 'true' }, (g) => this.joinPlan(g)),
         ),
       );
     }
@@ -995,13 +999,14 @@ export class DeltaTable {
 
   /**
    * Rewrites each group of files as one file; all groups in one OPTIMIZE commit. With a join
-   * `plan` (in-day compaction) the row groups may be copied or merged instead (see CompactTask).
+   * plan (in-day compaction, a seal that joins) the row groups may be copied or merged instead
+   * (see CompactTask).
    */
   private async compactGroups(
     groups: AddFile[][],
     operation: string,
     params: Record<string, string>,
-    plan: JoinPlan = { copyRowGroupsFrom: null, mergeRowGroups: false },
+    planOf: (group: readonly AddFile[]) => JoinPlan = () => REWRITE,
   ): Promise<OptimizeResult> {
     const outputs = groups.map(() => `part-${randomUUID()}.zstd.parquet`);
     for (const o of outputs) this.inFlight.add(o);
@@ -1014,7 +1019,7 @@ export class DeltaTable {
             zstdLevel: this.opts.zstdLevel,
             rowGroupSize: this.opts.rowGroupSize,
             fsync: this.opts.fsync,
-            ...plan,
+            ...planOf(group),
           };
           return deltaPool().run<CompactedFile>('compact', task);
         }),
@@ -1088,9 +1093,12 @@ export class DeltaTable {
   /**
    * OPTIMIZE: bin-packs files smaller than `targetFileRows` (default 1,000,000) into files of
    * about that many rows, in one commit of `dataChange:false` removes and adds. Null when there
-   * is nothing to compact.
+   * is nothing to compact. Each group is rewritten through polars, which holds it whole in
+   * memory (~890 bytes a span, ~190 MiB for 218,000, two groups at once on two cores); with
+   * `join`, its row groups are merged page by page where the files allow it (this engine wrote
+   * them), without decoding, for files ~13% larger.
    */
-  optimize(opts: { targetFileRows?: number } = {}): Promise<OptimizeResult | null> {
+  optimize(opts: { targetFileRows?: number; join?: boolean } = {}): Promise<OptimizeResult | null> {
     this.assertWritable();
     const target = opts.targetFileRows ?? 1_000_000;
     return this.track(
@@ -1112,7 +1120,8 @@ export class DeltaTable {
         groups.push(current);
         const work = groups.filter((g) => g.length > 1);
         if (work.length === 0) return null;
-        return this.compactGroups(work, 'OPTIMIZE', { targetSize: String(target), predicate: '[]' });
+        const params = { targetSize: String(target), predicate: '[]' };
+        return this.compactGroups(work, 'OPTIMIZE', params, opts.join ? () => MERGE : undefined);
       }),
     );
   }

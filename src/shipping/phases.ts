@@ -21,6 +21,21 @@ import type { ObjectStore } from '../storage/object-store.ts';
  * (bench/ship-day.ts), and fetched 20% of the table from S3.
  */
 export const SEAL_FILE_ROWS = 262_144;
+/**
+ * The least memory limit under which the seal's OPTIMIZE rewrites its files through polars. A
+ * rewrite holds its group of ~262,000 rows whole (~890 bytes a span: +185-276 MiB each, two at once
+ * on two cores, beside the server's own 150-200 MiB under ingest), and a server sealing a day of
+ * 2,000,000 spans and log records peaked at 547 MiB; in a 256 or 384 MiB cgroup the kernel killed
+ * it, and at every restart again. Under this limit the seal merges the files' row groups page by
+ * page instead (a few MiB; sealed in a 256 MiB cgroup at 196 MiB), for larger files.
+ */
+export const SEAL_REWRITE_MIN_MEMORY = 1024 * 1024 * 1024;
+
+/** Whether the seal joins its files rather than rewriting them, under a memory limit of `memory` bytes. */
+export function sealJoins(memory: number | null): boolean {
+  return memory !== null && memory < SEAL_REWRITE_MIN_MEMORY;
+}
+
 /** Files uploaded at once (a large one is itself sent in several parts at once). */
 const UPLOAD_CONCURRENCY = 4;
 
@@ -70,7 +85,12 @@ async function tableFiles(
  * is complete): OPTIMIZE into files of about SEAL_FILE_ROWS rows, VACUUM with zero retention
  * (nothing else writes a finished day), a checkpoint, and the log before it removed.
  */
-export async function sealDay(layout: InstanceLayout, day: string, opts: DeltaOptions): Promise<DayTables> {
+export async function sealDay(
+  layout: InstanceLayout,
+  day: string,
+  opts: DeltaOptions,
+  seal: { join: boolean } = { join: false },
+): Promise<DayTables> {
   const out = {} as DayTables;
   for (const table of TABLE_NAMES) {
     const dt = await DeltaTable.createOrOpen(layout.tableDir(day, table), SCHEMAS[table], {
@@ -79,7 +99,7 @@ export async function sealDay(layout: InstanceLayout, day: string, opts: DeltaOp
       logRetentionMs: null,
     });
     try {
-      await dt.optimize({ targetFileRows: SEAL_FILE_ROWS });
+      await dt.optimize({ targetFileRows: SEAL_FILE_ROWS, join: seal.join });
       await dt.vacuum({ retentionMs: 0 });
       await dt.checkpoint();
       await dt.cleanupLog({ retentionMs: 0 });

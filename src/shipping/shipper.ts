@@ -24,6 +24,7 @@ import { type ResolvedS3, s3Problem } from '../storage/s3-config.ts';
 import {
   cleanDay,
   sealDay,
+  sealJoins,
   type UploadProgress,
   uploadDay,
   VerifyMismatchError,
@@ -88,6 +89,8 @@ export interface ShipperInit {
   /** shipper_enabled: ship finished days automatically. */
   enabled: boolean;
   deltaOptions: DeltaOptions;
+  /** The memory limit the process plans for (null: none); the seal follows it (sealJoins). */
+  memoryLimit: number | null;
   /** The current UTC day (days before it are finished). */
   today: () => string;
   /** Resolves once every row of the day accepted by this process is in its Delta tables. */
@@ -289,7 +292,9 @@ export class Shipper {
         if (step === 'seal') {
           await this.init.whenDayLanded(day);
           await this.init.releaseDay(day);
-          sealed = await sealDay(layout, day, this.init.deltaOptions);
+          sealed = await sealDay(layout, day, this.init.deltaOptions, {
+            join: sealJoins(this.init.memoryLimit),
+          });
           await record('sealed', sealed);
         } else if (step === 'upload') {
           if (!sealed) throw new Error(`day ${day} has no sealed counts in ${layout.daysIndex}`);

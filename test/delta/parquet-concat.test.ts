@@ -356,3 +356,38 @@ test('in-day compaction rewrites files another writer wrote', async () => {
   assert.match(createdBy, /^Polars/, 'rewritten by polars');
   assert.deepEqual(readRows([path!], schema), sortRows(rows.map((r) => rowToJson(schema, r))));
 });
+
+test("OPTIMIZE with join merges the engine's files page by page; without, polars rewrites them", async () => {
+  const schema = SCHEMAS.spans;
+  for (const merge of [true, false]) {
+    const t = await DeltaTable.createOrOpen(join(tempDir(), 'spans'), schema, {
+      rowGroupSize: 100,
+      fsync: false,
+    });
+    const rows = [];
+    for (let i = 0; i < 6; i++) {
+      const batch = makeRows(schema, 40, 70 + i, i * 100);
+      rows.push(...batch);
+      await t.append(batchFromRows(schema, batch));
+    }
+    assert.deepEqual(await t.optimize({ targetFileRows: 1000, join: merge }), {
+      removed: 6,
+      added: 1,
+      version: 7,
+    });
+    const [path] = t.liveFilePaths();
+    const meta = footerOf(path!).meta;
+    const createdBy = Buffer.from(field(meta, 6)!.value as Uint8Array).toString();
+    if (merge) {
+      assert.doesNotMatch(createdBy, /^Polars/, `merged, not rewritten: ${createdBy}`);
+      // The six files' row groups of 40 joined, whole, into row groups of at most 100.
+      assert.deepEqual(
+        rowGroupsOf(meta).map((g) => Number(intField(g, 3))),
+        [80, 80, 80],
+      );
+    } else assert.match(createdBy, /^Polars/, 'rewritten by polars');
+    assert.equal(t.rowCount(), 240);
+    assert.deepEqual(readRows([path!], schema), sortRows(rows.map((r) => rowToJson(schema, r))));
+    await t.close();
+  }
+});

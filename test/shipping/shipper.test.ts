@@ -1,12 +1,13 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { existsSync } from 'node:fs';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { existsSync, readFileSync } from 'node:fs';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { DeleteObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { closeDeltaWorkers } from '../../src/delta/table.ts';
+import { decodeStruct, field } from '../../src/delta/thrift.ts';
 import { type LoggerInit, type Row, ShipError, TABLE_NAMES } from '../../src/index.ts';
 import { closeReadWorkers } from '../../src/read/query.ts';
 import { buildServer } from '../../src/server/app.ts';
@@ -59,6 +60,13 @@ async function finishedDay(
   await ingestDay(logger, rows, DAY, 0, detail);
   clock.now = NEXT_DAY_MS;
   return { logger, clock, index: join(dir, instance, 'index', 'days.jsonl') };
+}
+
+/** The writer a Parquet file names in its footer (FileMetaData.created_by). */
+function createdBy(file: Buffer): string {
+  const length = file.readUInt32LE(file.length - 8);
+  const meta = decodeStruct(file.subarray(file.length - 8 - length, file.length - 8));
+  return Buffer.from(field(meta, 6)!.value as Uint8Array).toString();
 }
 
 const J = (rows: Row[]) => JSON.stringify(rows, (_k, v) => (typeof v === 'bigint' ? `${v}n` : v));
@@ -179,6 +187,48 @@ describe('shipping a finished day', () => {
     await ingestDay(logger, 3, NEXT_DAY);
     assert.equal((await logger.readLogs({ dateFrom: NEXT_DAY })).length, 3);
     await logger.stop();
+  });
+
+  test('under a memory limit below 1 GiB the seal merges the files it wrote instead of rewriting them with polars', async () => {
+    // A rewrite holds its group of files whole in memory: in a 256 MiB container the kernel killed
+    // the server at every seal. The merged files are the engine's own, their rows the same.
+    const writers: Record<string, string[]> = {};
+    shipperHooks.afterPhase = async (_day, phase) => {
+      if (phase !== 'sealed') return;
+      for (const instance of ['merge', 'rewrite']) {
+        const logs = join(dir, instance, 'staging', 'days', DAY, 'otel', 'logs');
+        if (!existsSync(logs)) continue;
+        writers[instance] = (await readdir(logs))
+          .filter((f) => f.endsWith('.parquet'))
+          .map((f) => createdBy(readFileSync(join(logs, f))));
+      }
+    };
+    try {
+      for (const [instance, memory] of [
+        ['merge', 512 * 1024 * 1024],
+        ['rewrite', null],
+      ] as const) {
+        const { logger } = await finishedDay(instance, 200, {
+          s3: s3Of(server.env),
+          options: {
+            shipper_enabled: false,
+            aggregator_config: { min_batch_rows: 1, max_batch_rows: 20 },
+            server_config: { memory_limit_bytes: memory },
+          },
+        });
+        const summary = await logger.shipNow(DAY);
+        assert.equal(summary.status, 'cleaned', JSON.stringify(summary.error));
+        assert.equal(summary.tables['logs']!.rows, 200);
+        assert.equal((await logger.readLogs({ dateTo: DAY, maxRows: 1000 })).length, 200, instance);
+        await logger.stop();
+      }
+    } finally {
+      shipperHooks.afterPhase = undefined;
+    }
+    assert.equal(writers['merge']?.length, 1, JSON.stringify(writers));
+    assert.doesNotMatch(writers['merge']![0]!, /^Polars/);
+    assert.equal(writers['rewrite']?.length, 1, JSON.stringify(writers));
+    assert.match(writers['rewrite']![0]!, /^Polars/);
   });
 
   test('a shipped day is read in place: a query fetches the columns it needs, not the day', async () => {
