@@ -1096,7 +1096,7 @@ export class DeltaTable {
    * is nothing to compact. Each group is rewritten through polars, which holds it whole in
    * memory (~890 bytes a span, ~190 MiB for 218,000, two groups at once on two cores); with
    * `join`, its row groups are merged page by page where the files allow it (this engine wrote
-   * them), without decoding, for files ~13% larger.
+   * them), without decoding, for larger files (~13% on varied rows, 2.3x on repetitive ones).
    */
   optimize(opts: { targetFileRows?: number; join?: boolean } = {}): Promise<OptimizeResult | null> {
     this.assertWritable();
