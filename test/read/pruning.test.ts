@@ -2,13 +2,15 @@
 // makes any query that does open them fail.
 
 import assert from 'node:assert/strict';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, open, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { batchFromRows } from '../../src/delta/batch.ts';
 import { closeDeltaWorkers, DeltaTable } from '../../src/delta/table.ts';
+import { decodeStruct, intField, listField, structField, type TStruct } from '../../src/delta/thrift.ts';
 import { closeReadWorkers, readHooks, readTable } from '../../src/read/query.ts';
-import type { Row } from '../../src/schema/tables.ts';
+import { type Row, SCHEMAS } from '../../src/schema/tables.ts';
 import { InstanceLayout } from '../../src/storage/layout.ts';
 import { appendRows, fullRow } from './fixtures.ts';
 
@@ -97,5 +99,74 @@ describe('file pruning', () => {
   test('a query that needs the other files does read them (and fails on the garbage)', async () => {
     await assert.rejects(readTable(layout, 'logs', { maxRows: 21 }));
     await assert.rejects(readTable(layout, 'logs', { bodyLike: 'row 1' }));
+  });
+});
+
+describe('row group pruning', () => {
+  // One file of three row groups of 10 rows; its rows are not in time order (as when requests
+  // arrive late): the newest 20 are in the first and the last row group. The middle row group's
+  // bodies are garbage, so a read that decodes them fails.
+  const DAY = '2026-06-03';
+  const age = (i: number) => (i < 10 ? 0 : i < 20 ? 2 : 1); // row group 1 holds the oldest rows
+  let rowsDir: string;
+  let rowsLayout: InstanceLayout;
+
+  before(async () => {
+    rowsDir = await mkdtemp(join(tmpdir(), 'otelake-read-row-groups-'));
+    rowsLayout = new InstanceLayout(rowsDir, 'x');
+    const start = BigInt(Date.parse(`${DAY}T12:00:00Z`)) * 1000n;
+    const rows = Array.from({ length: 30 }, (_, i) =>
+      fullRow('logs', {
+        project_id: 'p',
+        event_ts: start - BigInt(age(i)) * 1_000_000n + BigInt(i),
+        time_unix_nano: BigInt(i),
+        severity_number: 9,
+        body: `row ${i}`,
+      }),
+    );
+    const t = await DeltaTable.createOrOpen(rowsLayout.tableDir(DAY, 'logs'), SCHEMAS.logs, {
+      rowGroupSize: 10,
+      fsync: false,
+    });
+    await t.append(batchFromRows(SCHEMAS.logs, rows));
+    const [path] = t.liveFilePaths();
+    await t.close();
+    await closeDeltaWorkers();
+    const fh = await open(path!, 'r+');
+    try {
+      const size = (await fh.stat()).size;
+      const tail = Buffer.alloc(8);
+      await fh.read(tail, 0, 8, size - 8);
+      const footer = Buffer.alloc(tail.readUInt32LE(0));
+      await fh.read(footer, 0, footer.length, size - 8 - footer.length);
+      const groups = listField(decodeStruct(footer), 4)!.items as TStruct[];
+      assert.equal(groups.length, 3);
+      const bodyColumn = SCHEMAS.logs.columns.findIndex((c) => c.name === 'body');
+      const chunk = structField((listField(groups[1]!, 1)!.items as TStruct[])[bodyColumn]!, 3)!;
+      const dict = intField(chunk, 11);
+      const first =
+        dict !== undefined && dict > 0 ? Math.min(dict, intField(chunk, 9)!) : intField(chunk, 9)!;
+      await fh.write(Buffer.alloc(intField(chunk, 7)!, 0xff), 0, intField(chunk, 7)!, first);
+    } finally {
+      await fh.close();
+    }
+  });
+
+  after(async () => {
+    await rm(rowsDir, { recursive: true, force: true });
+  });
+
+  test('the newest rows are read from the row groups that hold them, not those between', async () => {
+    const rows = await readTable(rowsLayout, 'logs', { maxRows: 20, select: ['body'] });
+    const expected = Array.from({ length: 30 }, (_, i) => i)
+      .filter((i) => age(i) < 2)
+      .sort((a, b) => age(a) - age(b) || b - a)
+      .map((i) => `row ${i}`);
+    assert.deepEqual(
+      rows.map((r) => r.body),
+      expected,
+    );
+    // The garbage is there: reading the middle row group's bodies fails.
+    await assert.rejects(readTable(rowsLayout, 'logs', { maxRows: 21, select: ['body'] }));
   });
 });
