@@ -6,19 +6,17 @@
 // write failed with EMFILE, so every request was refused (503) while they stayed open.
 
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { after, test } from 'node:test';
 import { connectionLimit, openFileLimit } from '../../src/server/limits.ts';
 import { defaultOptions, mergeOptions, validateOptions } from '../../src/storage/options.ts';
+import { type ChildServer, startChildServer } from './helpers/child-server.ts';
 import { logsBody } from './helpers/crash-loop.ts';
 import { getJson, startServer } from './helpers/harness.ts';
 
-const CHILD = new URL('./helpers/run-server.ts', import.meta.url).pathname;
 const FILE_LIMIT = 300;
 
 test('the connection limit: the configured one, else what the open-file limit leaves', () => {
@@ -73,11 +71,11 @@ async function waitUntil(cond: () => boolean): Promise<void> {
 }
 
 const sockets: Socket[] = [];
-let child: ChildProcess | undefined;
+let server: ChildServer | undefined;
 let dir: string | undefined;
 after(async () => {
   for (const s of sockets) s.destroy();
-  child?.kill('SIGKILL');
+  server?.child.kill('SIGKILL');
   if (dir) await rm(dir, { recursive: true, force: true });
 });
 
@@ -103,26 +101,14 @@ test('connections beyond the limit are refused, and those held are still answere
 }, async () => {
   dir = await mkdtemp(join(tmpdir(), 'otelake-connections-'));
   // The shell lowers the limit for the server alone (soft and hard: node raises the soft one).
-  const options = JSON.stringify({ durability: 'wal', aggregator_config: { max_age_s: 0.2 } });
-  child = spawn(
-    'bash',
-    ['-c', `ulimit -n ${FILE_LIMIT} && exec "$0" "$@"`, process.execPath, CHILD, dir, 'fd', options],
-    {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
+  server = await startChildServer(
+    dir,
+    'fd',
+    { durability: 'wal', aggregator_config: { max_age_s: 0.2 } },
+    { setup: `ulimit -n ${FILE_LIMIT}` },
   );
-  let log = '';
-  child.stderr!.on('data', (d: Buffer) => {
-    log += d.toString();
-  });
-  const url = await new Promise<string>((resolve, reject) => {
-    createInterface({ input: child!.stdout! }).on('line', (line) => {
-      log += `${line}\n`;
-      const m = /listening on (http:\/\/[^\s"]+)/.exec(line);
-      if (m) resolve(m[1]!);
-    });
-    child!.once('exit', (code) => reject(new Error(`server exited early (${code}): ${log}`)));
-  });
+  const { url } = server;
+  const log = () => server!.messages.join('\n');
   const health = async () =>
     (await getJson(`${url}/healthz`)).body as { status: string; http: Record<string, number> };
   const max = (await health()).http['max_connections']!;
@@ -153,7 +139,7 @@ test('connections beyond the limit are refused, and those held are still answere
       `POST /v1/logs HTTP/1.1\r\nHost: ${hostname}\r\nContent-Type: application/json\r\nX-Project-Id: fd\r\n`,
       logsBody(`held${i}`, 10),
     );
-    assert.equal(status, 'HTTP/1.1 200 OK', log);
+    assert.equal(status, 'HTTP/1.1 200 OK', log());
   }
   // Room for the reads: close the idle connections.
   for (const s of sockets) s.destroy();
@@ -162,9 +148,9 @@ test('connections beyond the limit are refused, and those held are still answere
     await new Promise((r) => setTimeout(r, 100));
     rows = ((await getJson(`${url}/api/logs?project_id=fd&limit=100`)).body as { rows: unknown[] }).rows;
   }
-  assert.equal(rows.length, 30, log);
+  assert.equal(rows.length, 30, log());
   const h = await health();
   assert.equal(h.status, 'ok', JSON.stringify(h));
   assert.ok(h.http['connections_refused']! >= FILE_LIMIT + 20 - max, JSON.stringify(h.http));
-  assert.match(log, /refusing new connections: \d+ are open, what the open-file limit of 300 leaves/);
+  assert.match(log(), /refusing new connections: \d+ are open, what the open-file limit of 300 leaves/);
 });

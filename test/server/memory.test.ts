@@ -6,20 +6,18 @@
 // killed by the kernel within 2 s of eight clients sending 8 MB bodies of 8,192 spans.
 
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, rmdir, writeFile } from 'node:fs/promises';
 import { request } from 'node:http';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { after, test } from 'node:test';
 import { bodyBytesInFlight, decodeWorkerCount } from '../../src/server/limits.ts';
 import { SERVER_ENV, SERVER_NODE_FLAGS } from '../../src/server/node-flags.ts';
 import { defaultOptions, memoryLimit, mergeOptions, validateOptions } from '../../src/storage/options.ts';
+import { type ChildServer, startChildServer } from './helpers/child-server.ts';
 import { getJson, startServer } from './helpers/harness.ts';
 
-const CHILD = new URL('./helpers/run-server.ts', import.meta.url).pathname;
 const MiB = 1024 * 1024;
 
 test('the memory limit sets the defaults of bodies in flight and decode workers', () => {
@@ -150,12 +148,13 @@ function postTraces(url: string, body: Buffer): Promise<{ status: number; retryA
   });
 }
 
-let child: ChildProcess | undefined;
+let server: ChildServer | undefined;
 let dir: string | undefined;
 let cgroup: { procs: string; remove: () => Promise<void> } | undefined;
 after(async () => {
+  const child = server?.child;
   if (child && child.exitCode === null && child.signalCode === null) {
-    const exited = new Promise((r) => child!.once('exit', r));
+    const exited = new Promise((r) => child.once('exit', r));
     child.kill('SIGKILL');
     await exited;
   }
@@ -168,37 +167,18 @@ test('in a 256 MiB cgroup the server plans for it and holds the Collector-size r
   if (typeof made === 'string') return t.skip(made);
   cgroup = made;
   dir = await mkdtemp(join(tmpdir(), 'otelake-memory-'));
-  const options = JSON.stringify({ durability: 'wal', aggregator_config: { max_age_s: 0.2 } });
   // The shell joins the cgroup, then becomes the server, with `otelake start`'s flags and malloc settings.
-  child = spawn(
-    'sh',
-    [
-      '-c',
-      `echo $$ > "${cgroup.procs}" && exec "$0" "$@"`,
-      process.execPath,
-      ...SERVER_NODE_FLAGS,
-      CHILD,
-      dir,
-      'mem',
-      options,
-    ],
-    { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...SERVER_ENV } },
+  server = await startChildServer(
+    dir,
+    'mem',
+    { durability: 'wal', aggregator_config: { max_age_s: 0.2 } },
+    { setup: `echo $$ > "${cgroup.procs}"`, nodeFlags: SERVER_NODE_FLAGS, env: { ...SERVER_ENV } },
   );
-  let log = '';
-  child.stderr!.on('data', (d: Buffer) => {
-    log += d.toString();
-  });
+  const { url } = server;
+  const log = () => server!.messages.join('\n');
   let killed: string | null = null;
-  child.once('exit', (code, signal) => {
+  server.child.once('exit', (code, signal) => {
     killed = `exited (${code ?? signal})`;
-  });
-  const url = await new Promise<string>((resolve, reject) => {
-    createInterface({ input: child!.stdout! }).on('line', (line) => {
-      log += `${line}\n`;
-      const m = /listening on (http:\/\/[^\s"]+)/.exec(line);
-      if (m) resolve(m[1]!);
-    });
-    child!.once('exit', (code) => reject(new Error(`server exited early (${code}): ${log}`)));
   });
   const health = async () => (await getJson(`${url}/healthz`)).body;
   const h = await health();
@@ -206,7 +186,7 @@ test('in a 256 MiB cgroup the server plans for it and holds the Collector-size r
   assert.equal(h.decode.threads, decodeWorkerCount(null, availableParallelism(), 256 * MiB));
   assert.equal(h.http.max_body_bytes_in_flight, 32 * MiB);
   assert.match(
-    log,
+    log(),
     /memory limit 256 MiB \(the cgroup's\): 1 decode worker, 32 MiB of request bodies in flight/,
   );
 
@@ -226,7 +206,7 @@ test('in a 256 MiB cgroup the server plans for it and holds the Collector-size r
         else if (r.status === 0)
           await new Promise((r) => setTimeout(r, 500)); // killed? told below
         else {
-          assert.equal(r.status, 503, `status ${r.status}: ${log}`);
+          assert.equal(r.status, 503, `status ${r.status}: ${log()}`);
           assert.ok(r.retryAfter !== undefined, 'a 503 says when to retry');
           await new Promise((r) => setTimeout(r, 100));
         }
@@ -234,7 +214,7 @@ test('in a 256 MiB cgroup the server plans for it and holds the Collector-size r
     }),
   );
   const seen = JSON.stringify(Object.fromEntries(statuses));
-  assert.equal(killed, null, `the server ${killed} under load (${seen}): ${log}`);
+  assert.equal(killed, null, `the server ${killed} under load (${seen}): ${log()}`);
   assert.ok(acknowledged >= 4 * SPANS, `only ${acknowledged} spans acknowledged (${seen})`);
 
   // Every acknowledged span is written, and nothing else was (spans have no events or links here).
@@ -246,6 +226,6 @@ test('in a 256 MiB cgroup the server plans for it and holds the Collector-size r
     await new Promise((r) => setTimeout(r, 200));
   }
   assert.equal(written, acknowledged, seen);
-  assert.equal(killed, null, `the server ${killed}: ${log}`);
+  assert.equal(killed, null, `the server ${killed}: ${log()}`);
   assert.equal((await health()).status, 'ok');
 });

@@ -18,14 +18,33 @@ export interface ChildServer {
   stop(): Promise<number | null>;
 }
 
+/** How the child starts, beyond `node run-server.ts`. */
+export interface ChildLaunch {
+  /**
+   * Shell commands the server's shell runs before it becomes the server (`sh -c '<setup> && exec
+   * node ...'`): a `ulimit`, joining a cgroup.
+   */
+  setup?: string;
+  /** Node flags before the script (e.g. the server's own, SERVER_NODE_FLAGS). */
+  nodeFlags?: readonly string[];
+  /** Variables added to the environment. */
+  env?: Record<string, string>;
+}
+
 export async function startChildServer(
   dir: string,
   instanceId: string,
   options: PartialOptions = {},
+  launch: ChildLaunch = {},
 ): Promise<ChildServer> {
-  const child = spawn(process.execPath, [CHILD, dir, instanceId, JSON.stringify(options)], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
+  const args = [...(launch.nodeFlags ?? []), CHILD, dir, instanceId, JSON.stringify(options)];
+  const child = spawn(
+    launch.setup === undefined ? process.execPath : 'sh',
+    launch.setup === undefined
+      ? args
+      : ['-c', `${launch.setup} && exec "$0" "$@"`, process.execPath, ...args],
+    { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, ...launch.env } },
+  );
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
   const messages: string[] = [];
   const url = await new Promise<string>((resolve, reject) => {
