@@ -820,7 +820,7 @@ export class Logger {
       s3: this.s3,
       enabled: opts.shipper_enabled && this.init.autoShip !== false,
       deltaOptions: deltaOptions(opts.storage_config),
-      memoryLimit: memoryLimit(opts.server_config.memory_limit_bytes),
+      memoryLimit: memoryLimit(opts.server_config.memory_limit_bytes).bytes,
       today: () => this.producer!.today(),
       whenDayLanded: (day) => this.whenDayLanded(day),
       releaseDay: (day) => this.releaseDay(day),

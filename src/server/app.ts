@@ -108,7 +108,7 @@ export async function buildServer(logger: Logger, opts: BuildServerOptions = {})
         heap_used: mem.heapUsed,
         heap_total: mem.heapTotal,
         external: mem.external,
-        limit: limits.memoryLimit,
+        limit: limits.memoryLimit.bytes,
       },
       event_loop_delay_ms: loopDelay.stats(),
       http: limits.stats(),

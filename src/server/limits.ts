@@ -10,7 +10,7 @@ import { type Server, STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import { availableParallelism } from 'node:os';
 import type { FastifyHttpOptions, FastifyInstance } from 'fastify';
-import { memoryLimit, type ServerConfig } from '../storage/options.ts';
+import { type MemoryLimit, memoryLimit, type ServerConfig } from '../storage/options.ts';
 import { BodyBudget } from './body.ts';
 import { isIngestRoute, refuseWhileStopping } from './ingest.ts';
 
@@ -25,10 +25,10 @@ const TIMEOUT_CHECK_INTERVAL_MS = 1000;
  */
 const RESERVED_FDS = 256;
 const MiB = 1024 * 1024;
-/** The default of max_body_bytes_in_flight without a memory limit, or with one of 2 GiB or more. */
+/** The default of max_body_bytes_in_flight at most (a memory limit of 2 GiB or more). */
 const BODY_BYTES_IN_FLIGHT = 256 * MiB;
 /**
- * With a memory limit, request bodies hold at most this share of it by default. A body's decoding
+ * Request bodies hold at most this share of the memory limit by default. A body's decoding
  * takes several times its size beside it (its rows, the decoder's garbage), and the rest of the
  * server ~100-150 MiB: in a 256 MiB cgroup, 32 MiB of bodies and one decoder held through eight
  * clients sending the Collector's 8,192-span requests (7.2 MB of JSON each); 256 MiB of them did
@@ -62,16 +62,14 @@ export function connectionLimit(configured: number | null, fileLimit: number | n
 }
 
 /** Bytes of request bodies held at once: the configured number, else what the memory limit allows. */
-export function bodyBytesInFlight(configured: number | null, memory: number | null): number {
+export function bodyBytesInFlight(configured: number | null, memory: number): number {
   if (configured !== null) return configured;
-  if (memory === null) return BODY_BYTES_IN_FLIGHT;
   return Math.min(BODY_BYTES_IN_FLIGHT, Math.max(MiB, Math.floor(memory * BODY_SHARE_OF_MEMORY)));
 }
 
 /** Decode worker threads: the configured number, else one per core, at most one per 256 MiB of memory. */
-export function decodeWorkerCount(configured: number | null, cores: number, memory: number | null): number {
+export function decodeWorkerCount(configured: number | null, cores: number, memory: number): number {
   if (configured !== null) return configured;
-  if (memory === null) return cores;
   return Math.max(1, Math.min(cores, Math.floor(memory / MEMORY_PER_DECODER)));
 }
 
@@ -95,8 +93,8 @@ export class ServerLimits {
   private stopping = false;
   private readonly fileLimit: number | null;
   private readonly maxConnections: number | null;
-  /** The memory the defaults were planned for (null: none known). */
-  readonly memoryLimit: number | null;
+  /** The memory the defaults were planned for. */
+  readonly memoryLimit: MemoryLimit;
   /** Decode worker threads. */
   readonly decodeWorkers: number;
   private connectionsRefused = 0;
@@ -107,17 +105,18 @@ export class ServerLimits {
   constructor(cfg: ServerConfig) {
     this.cfg = cfg;
     this.memoryLimit = memoryLimit(cfg.memory_limit_bytes);
-    this.bodies = new BodyBudget(bodyBytesInFlight(cfg.max_body_bytes_in_flight, this.memoryLimit));
-    this.decodeWorkers = decodeWorkerCount(cfg.decode_workers, availableParallelism(), this.memoryLimit);
+    const memory = this.memoryLimit.bytes;
+    this.bodies = new BodyBudget(bodyBytesInFlight(cfg.max_body_bytes_in_flight, memory));
+    this.decodeWorkers = decodeWorkerCount(cfg.decode_workers, availableParallelism(), memory);
     this.fileLimit = openFileLimit();
     this.maxConnections = connectionLimit(cfg.max_connections, this.fileLimit);
   }
 
-  /** What the memory limit set, for the log at start; null without one. */
+  /** What a memory limit (a container's, or configured) set, for the log at start; null on the machine's memory. */
   memoryPlan(): string | null {
-    if (this.memoryLimit === null) return null;
+    const { bytes, from } = this.memoryLimit;
+    if (from === "the machine's") return null;
     const c = this.cfg;
-    const from = c.memory_limit_bytes === null ? "the cgroup's" : 'server_config.memory_limit_bytes';
     const set = [
       ...(c.decode_workers === null
         ? [`${this.decodeWorkers} decode worker${this.decodeWorkers === 1 ? '' : 's'}`]
@@ -126,7 +125,7 @@ export class ServerLimits {
         ? [`${mib(this.bodies.limit)} of request bodies in flight`]
         : []),
     ];
-    return `memory limit ${mib(this.memoryLimit)} (${from})${set.length > 0 ? `: ${set.join(', ')}` : ''}`;
+    return `memory limit ${mib(bytes)} (${from})${set.length > 0 ? `: ${set.join(', ')}` : ''}`;
   }
 
   /** The fastify options that enforce the timeouts. */

@@ -22,7 +22,8 @@ import type { ObjectStore } from '../storage/object-store.ts';
  */
 export const SEAL_FILE_ROWS = 262_144;
 /**
- * The least memory limit under which the seal's OPTIMIZE rewrites its files through polars. A
+ * The least memory (a container's limit, else the machine's) with which the seal's OPTIMIZE
+ * rewrites its files through polars. A
  * rewrite holds its group of ~262,000 rows whole (~890 bytes a span: +185-276 MiB each, two at once
  * on two cores, beside the server's own 150-200 MiB under ingest), and a server sealing a day of
  * 2,000,000 spans and log records peaked at 547 MiB; in a 256 or 384 MiB cgroup the kernel killed
@@ -31,9 +32,9 @@ export const SEAL_FILE_ROWS = 262_144;
  */
 export const SEAL_REWRITE_MIN_MEMORY = 1024 * 1024 * 1024;
 
-/** Whether the seal joins its files rather than rewriting them, under a memory limit of `memory` bytes. */
-export function sealJoins(memory: number | null): boolean {
-  return memory !== null && memory < SEAL_REWRITE_MIN_MEMORY;
+/** Whether the seal joins its files rather than rewriting them, with `memory` bytes to plan for. */
+export function sealJoins(memory: number): boolean {
+  return memory < SEAL_REWRITE_MIN_MEMORY;
 }
 
 /** Files uploaded at once (a large one is itself sent in several parts at once). */

@@ -89,8 +89,8 @@ export interface ShipperInit {
   /** shipper_enabled: ship finished days automatically. */
   enabled: boolean;
   deltaOptions: DeltaOptions;
-  /** The memory limit the process plans for (null: none); the seal follows it (sealJoins). */
-  memoryLimit: number | null;
+  /** The memory the process plans for (options.ts memoryLimit); the seal follows it (sealJoins). */
+  memoryLimit: number;
   /** The current UTC day (days before it are finished). */
   today: () => string;
   /** Resolves once every row of the day accepted by this process is in its Delta tables. */

@@ -69,15 +69,24 @@ export function deltaOptions(s: StorageConfig): DeltaOptions {
   };
 }
 
+/** The memory the process plans for, and where that figure comes from. */
+export interface MemoryLimit {
+  bytes: number;
+  from: 'server_config.memory_limit_bytes' | "the cgroup's" | "the machine's";
+}
+
 /**
  * The memory the process plans for (server_config.memory_limit_bytes): the configured bytes, else
- * the limit of its cgroup (libuv reads cgroup v1 and v2), null where there is none or it is not
- * below the machine's memory.
+ * the limit of its cgroup (libuv reads cgroup v1 and v2) where that is below the machine's memory,
+ * else the machine's memory.
  */
-export function memoryLimit(configured: number | null): number | null {
-  if (configured !== null) return configured;
-  const limit = process.constrainedMemory();
-  return limit > 0 && limit < totalmem() ? limit : null;
+export function memoryLimit(configured: number | null): MemoryLimit {
+  if (configured !== null) return { bytes: configured, from: 'server_config.memory_limit_bytes' };
+  const machine = totalmem();
+  const cgroup = process.constrainedMemory();
+  return cgroup > 0 && cgroup < machine
+    ? { bytes: cgroup, from: "the cgroup's" }
+    : { bytes: machine, from: "the machine's" };
 }
 
 export interface ServerConfig {
@@ -87,8 +96,8 @@ export interface ServerConfig {
   body_limit_bytes: number;
   /**
    * Memory the server plans for, in bytes: the defaults of max_body_bytes_in_flight and
-   * decode_workers follow it. null: the memory limit of the process's cgroup (a container's
-   * limit), none where there is none.
+   * decode_workers, and how the seal compacts, follow it. null: the memory limit of the process's
+   * cgroup (a container's limit), else the machine's memory.
    */
   memory_limit_bytes: number | null;
   /**
@@ -294,7 +303,7 @@ export function validateOptions(o: LoggerOptions): void {
   check(isPosInt(v.body_limit_bytes), 'server_config.body_limit_bytes: expected a positive integer');
   check(
     v.memory_limit_bytes === null || isPosInt(v.memory_limit_bytes),
-    "server_config.memory_limit_bytes: expected null (the cgroup's limit) or a positive integer",
+    "server_config.memory_limit_bytes: expected null (the cgroup's limit or the machine's memory) or a positive integer",
   );
   check(
     v.max_body_bytes_in_flight === null || isPosInt(v.max_body_bytes_in_flight),

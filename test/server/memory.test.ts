@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, rmdir, writeFile } from 'node:fs/promises';
 import { request } from 'node:http';
-import { availableParallelism, tmpdir } from 'node:os';
+import { availableParallelism, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { bodyBytesInFlight, decodeWorkerCount } from '../../src/server/limits.ts';
@@ -21,19 +21,24 @@ import { getJson, startServer } from './helpers/harness.ts';
 const MiB = 1024 * 1024;
 
 test('the memory limit sets the defaults of bodies in flight and decode workers', () => {
-  assert.equal(bodyBytesInFlight(null, null), 256 * MiB);
+  assert.equal(bodyBytesInFlight(null, 24 * 1024 * MiB), 256 * MiB);
   assert.equal(bodyBytesInFlight(null, 256 * MiB), 32 * MiB);
   assert.equal(bodyBytesInFlight(null, 1024 * MiB), 128 * MiB);
   assert.equal(bodyBytesInFlight(null, 16 * 1024 * MiB), 256 * MiB);
   assert.equal(bodyBytesInFlight(null, 4 * MiB), MiB);
   assert.equal(bodyBytesInFlight(5000, 256 * MiB), 5000, 'a configured number wins');
-  assert.equal(decodeWorkerCount(null, 8, null), 8);
+  assert.equal(decodeWorkerCount(null, 8, 24 * 1024 * MiB), 8);
   assert.equal(decodeWorkerCount(null, 8, 256 * MiB), 1);
   assert.equal(decodeWorkerCount(null, 8, 100 * MiB), 1);
   assert.equal(decodeWorkerCount(null, 8, 768 * MiB), 3);
   assert.equal(decodeWorkerCount(null, 2, 4096 * MiB), 2);
   assert.equal(decodeWorkerCount(0, 8, 256 * MiB), 0, 'a configured number wins');
-  assert.equal(memoryLimit(300 * MiB), 300 * MiB);
+  assert.deepEqual(memoryLimit(300 * MiB), { bytes: 300 * MiB, from: 'server_config.memory_limit_bytes' });
+  // Outside a container, the machine's memory (this process is not in a limited cgroup, or the
+  // cgroup's limit is below the machine's).
+  const mine = memoryLimit(null);
+  if (mine.from === "the machine's") assert.equal(mine.bytes, totalmem());
+  else assert.ok(mine.from === "the cgroup's" && mine.bytes < totalmem(), JSON.stringify(mine));
 });
 
 test('memory_limit_bytes: the server plans for it and says so; null or a positive integer', async () => {
