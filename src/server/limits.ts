@@ -3,7 +3,7 @@
 // (node's HTTP server enforces them; fastify passes them on), and the answer to requests that
 // arrive while the server stops. A slow, stalled or flooding client costs a bounded amount of
 // memory, time and file descriptors. The defaults follow what the process is given: its
-// open-file limit and its memory limit (a container's).
+// open-file limit and its memory (a container's limit, else the machine's).
 
 import { readFileSync } from 'node:fs';
 import { type Server, STATUS_CODES } from 'node:http';

@@ -23,12 +23,12 @@ import type { ObjectStore } from '../storage/object-store.ts';
 export const SEAL_FILE_ROWS = 262_144;
 /**
  * The least memory (a container's limit, else the machine's) with which the seal's OPTIMIZE
- * rewrites its files through polars. A
- * rewrite holds its group of ~262,000 rows whole (~890 bytes a span: +185-276 MiB each, two at once
- * on two cores, beside the server's own 150-200 MiB under ingest), and a server sealing a day of
- * 2,000,000 spans and log records peaked at 547 MiB; in a 256 or 384 MiB cgroup the kernel killed
- * it, and at every restart again. Under this limit the seal merges the files' row groups page by
- * page instead (a few MiB; sealed in a 256 MiB cgroup at 196 MiB), for larger files.
+ * rewrites its files through polars. A rewrite holds its group of ~262,000 rows whole (~890 bytes
+ * a span: +185-276 MiB each, two at once on two cores, beside the server's own 150-200 MiB under
+ * ingest), and a server sealing a day of 2,000,000 spans and log records peaked at 547 MiB; in a
+ * 256 or 384 MiB cgroup the kernel killed it, and at every restart again. With less, the seal
+ * merges the files' row groups page by page instead (a few MiB; sealed in a 256 MiB cgroup at 196
+ * MiB), for larger files.
  */
 export const SEAL_REWRITE_MIN_MEMORY = 1024 * 1024 * 1024;
 
