@@ -127,6 +127,9 @@ export async function buildServer(logger: Logger, opts: BuildServerOptions = {})
     rates: server.project_max_rows_per_s === null ? null : new ProjectRates(server.project_max_rows_per_s),
     ...(opts.ingestWaitMs === undefined ? {} : { ingestWaitMs: opts.ingestWaitMs }),
   });
-  const reads = registerReadRoutes(app, logger);
+  const reads = registerReadRoutes(app, logger, {
+    ...server,
+    max_concurrent_reads: limits.maxConcurrentReads,
+  });
   return app;
 }

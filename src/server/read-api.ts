@@ -167,16 +167,17 @@ function sendError(reply: FastifyReply, status: number, message: string, extra?:
   return reply.code(status).send({ error, message, ...extra });
 }
 
-/** The read limits of the server (server_config). */
-export type ReadLimits = Pick<
-  ServerConfig,
-  'max_concurrent_reads' | 'read_response_limit_bytes' | 'read_field_limit_chars'
->;
+/** The read limits of the server (server_config, max_concurrent_reads resolved: ServerLimits). */
+export type ReadLimits = Pick<ServerConfig, 'read_response_limit_bytes' | 'read_field_limit_chars'> & {
+  max_concurrent_reads: number;
+};
 
 /** Counters of the read endpoints, for /healthz. */
 export interface ReadStats {
   /** Reads being answered now (at most max_concurrent_reads). */
   in_flight: number;
+  /** max_concurrent_reads as in force (its default follows the memory limit). */
+  max_in_flight: number;
   completed: number;
   /** Refused with 503 because max_concurrent_reads were in flight. */
   refused: number;
@@ -256,16 +257,21 @@ async function* answer(
   yield `${tail}}`;
 }
 
-/**
- * Registers the read endpoints with their limits; returns their counters. `limits` defaults to
- * the logger's server_config.
- */
+/** Registers the read endpoints with their limits; returns their counters. */
 export function registerReadRoutes(
   app: FastifyInstance,
   logger: Logger,
-  limits: ReadLimits = logger.options.server_config,
+  limits: ReadLimits,
 ): { stats(): ReadStats } {
-  const stats: ReadStats = { in_flight: 0, completed: 0, refused: 0, cancelled: 0, failed: 0, cut_short: 0 };
+  const stats: ReadStats = {
+    in_flight: 0,
+    max_in_flight: limits.max_concurrent_reads,
+    completed: 0,
+    refused: 0,
+    cancelled: 0,
+    failed: 0,
+    cut_short: 0,
+  };
 
   async function serve(table: TableName, request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
     let query: ReadQuery;

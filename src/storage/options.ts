@@ -126,8 +126,11 @@ export interface ServerConfig {
    * 256 MiB of the memory limit; 0 to do it on the event loop.
    */
   decode_workers: number | null;
-  /** Reads answered at once by /api/*; more get 503 with Retry-After. */
-  max_concurrent_reads: number;
+  /**
+   * Reads answered at once by /api/*; more get 503 with Retry-After. null: 4, or 1 with a memory
+   * limit below 1 GiB.
+   */
+  max_concurrent_reads: number | null;
   /** Largest /api/* answer: it ends early (saying so) before it would exceed this. */
   read_response_limit_bytes: number;
   /** String values longer than this are cut to this many characters in /api/* answers. */
@@ -205,7 +208,7 @@ export function defaultOptions(): LoggerOptions {
       max_connections: null,
       default_project_id: 'default',
       decode_workers: null,
-      max_concurrent_reads: 4,
+      max_concurrent_reads: null,
       read_response_limit_bytes: 64 * 1024 * 1024,
       read_field_limit_chars: 1024 * 1024,
       require_auth: false,
@@ -331,7 +334,10 @@ export function validateOptions(o: LoggerOptions): void {
     v.decode_workers === null || (Number.isInteger(v.decode_workers) && v.decode_workers >= 0),
     'server_config.decode_workers: expected null (one per core) or an integer >= 0',
   );
-  check(isPosInt(v.max_concurrent_reads), 'server_config.max_concurrent_reads: expected a positive integer');
+  check(
+    v.max_concurrent_reads === null || isPosInt(v.max_concurrent_reads),
+    'server_config.max_concurrent_reads: expected null (from the memory limit) or a positive integer',
+  );
   check(
     Number.isSafeInteger(v.read_response_limit_bytes) && v.read_response_limit_bytes >= 4096,
     'server_config.read_response_limit_bytes: expected an integer >= 4096',

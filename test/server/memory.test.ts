@@ -12,7 +12,7 @@ import { request } from 'node:http';
 import { availableParallelism, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import { bodyBytesInFlight, decodeWorkerCount } from '../../src/server/limits.ts';
+import { bodyBytesInFlight, concurrentReads, decodeWorkerCount } from '../../src/server/limits.ts';
 import { SERVER_ENV, SERVER_NODE_FLAGS } from '../../src/server/node-flags.ts';
 import { defaultOptions, memoryLimit, mergeOptions, validateOptions } from '../../src/storage/options.ts';
 import { type ChildServer, startChildServer } from './helpers/child-server.ts';
@@ -33,6 +33,9 @@ test('the memory limit sets the defaults of bodies in flight and decode workers'
   assert.equal(decodeWorkerCount(null, 8, 768 * MiB), 3);
   assert.equal(decodeWorkerCount(null, 2, 4096 * MiB), 2);
   assert.equal(decodeWorkerCount(0, 8, 256 * MiB), 0, 'a configured number wins');
+  assert.equal(concurrentReads(null, 24 * 1024 * MiB), 4);
+  assert.equal(concurrentReads(null, 512 * MiB), 1);
+  assert.equal(concurrentReads(3, 512 * MiB), 3, 'a configured number wins');
   assert.deepEqual(memoryLimit(300 * MiB), { bytes: 300 * MiB, from: 'server_config.memory_limit_bytes' });
   // Outside a container, the machine's memory (this process is not in a limited cgroup, or the
   // cgroup's limit is below the machine's).
@@ -48,6 +51,7 @@ test('memory_limit_bytes: the server plans for it and says so; null or a positiv
     assert.equal(h.memory.limit, 256 * MiB);
     assert.equal(h.decode.threads, 1);
     assert.equal(h.http.max_body_bytes_in_flight, 32 * MiB);
+    assert.equal(h.reads.max_in_flight, 1);
   } finally {
     await s.close();
   }
@@ -192,7 +196,7 @@ test('in a 256 MiB cgroup the server plans for it and holds the Collector-size r
   assert.equal(h.http.max_body_bytes_in_flight, 32 * MiB);
   assert.match(
     log(),
-    /memory limit 256 MiB \(the cgroup's\): 1 decode worker, 32 MiB of request bodies in flight/,
+    /memory limit 256 MiB \(the cgroup's\): 1 decode worker, 32 MiB of request bodies in flight, 1 read at once/,
   );
 
   // Eight clients, each sending 8,192 spans (~7 MB of JSON) a request, as fast as answered, for 4 s.
