@@ -23,6 +23,7 @@ import {
   type TStruct,
 } from '../../src/delta/thrift.ts';
 import { SCHEMAS, type TableName } from '../../src/schema/tables.ts';
+import { chunkRange, chunksOf, createdBy, footerOf, rowGroupsOf } from './footer.ts';
 import { readRows, sortRows } from './read.ts';
 import { makeRows, rowToJson } from './rows.ts';
 
@@ -55,24 +56,6 @@ async function dataFiles(
   const paths = t.liveFilePaths();
   await t.close();
   return paths;
-}
-
-function footerOf(path: string): { bytes: Buffer; meta: TStruct } {
-  const file = readFileSync(path);
-  const length = file.readUInt32LE(file.length - 8);
-  const bytes = file.subarray(file.length - 8 - length, file.length - 8);
-  return { bytes, meta: decodeStruct(bytes) };
-}
-
-const rowGroupsOf = (meta: TStruct) => listField(meta, 4)!.items as TStruct[];
-const chunksOf = (rowGroup: TStruct) => listField(rowGroup, 1)!.items as TStruct[];
-
-/** Start and length of a column chunk's pages (dictionary page first, when there is one). */
-function chunkRange(chunk: TStruct): [number, number] {
-  const m = structField(chunk, 3)!;
-  const dict = intField(m, 11);
-  const start = dict !== undefined && dict > 0 ? Math.min(dict, intField(m, 9)!) : intField(m, 9)!;
-  return [start, intField(m, 7)!];
 }
 
 function frameOf(paths: string[], table: TableName): pl.DataFrame {
@@ -352,8 +335,7 @@ test('in-day compaction rewrites files another writer wrote', async () => {
   assert.deepEqual(t.backgroundErrors, []);
   assert.equal(t.files.length, 1, 'the three files were compacted');
   const [path] = t.liveFilePaths();
-  const createdBy = Buffer.from(field(footerOf(path!).meta, 6)!.value as Uint8Array).toString();
-  assert.match(createdBy, /^Polars/, 'rewritten by polars');
+  assert.match(createdBy(path!), /^Polars/, 'rewritten by polars');
   assert.deepEqual(readRows([path!], schema), sortRows(rows.map((r) => rowToJson(schema, r))));
 });
 
@@ -377,15 +359,15 @@ test("OPTIMIZE with join merges the engine's files page by page; without, polars
     });
     const [path] = t.liveFilePaths();
     const meta = footerOf(path!).meta;
-    const createdBy = Buffer.from(field(meta, 6)!.value as Uint8Array).toString();
+    const writer = createdBy(path!);
     if (merge) {
-      assert.doesNotMatch(createdBy, /^Polars/, `merged, not rewritten: ${createdBy}`);
+      assert.doesNotMatch(writer, /^Polars/, `merged, not rewritten: ${writer}`);
       // The six files' row groups of 40 joined, whole, into row groups of at most 100.
       assert.deepEqual(
         rowGroupsOf(meta).map((g) => Number(intField(g, 3))),
         [80, 80, 80],
       );
-    } else assert.match(createdBy, /^Polars/, 'rewritten by polars');
+    } else assert.match(writer, /^Polars/, 'rewritten by polars');
     assert.equal(t.rowCount(), 240);
     assert.deepEqual(readRows([path!], schema), sortRows(rows.map((r) => rowToJson(schema, r))));
     await t.close();

@@ -7,13 +7,13 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { DeleteObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { closeDeltaWorkers } from '../../src/delta/table.ts';
-import { decodeStruct, field } from '../../src/delta/thrift.ts';
 import { type LoggerInit, type Row, ShipError, TABLE_NAMES } from '../../src/index.ts';
 import { closeReadWorkers } from '../../src/read/query.ts';
 import { buildServer } from '../../src/server/app.ts';
 import { shipperHooks } from '../../src/shipping/shipper.ts';
 import { ObjectStore } from '../../src/storage/object-store.ts';
 import { resolveS3 } from '../../src/storage/s3-config.ts';
+import { createdBy } from '../delta/footer.ts';
 import {
   DAY,
   fakeClock,
@@ -60,13 +60,6 @@ async function finishedDay(
   await ingestDay(logger, rows, DAY, 0, detail);
   clock.now = NEXT_DAY_MS;
   return { logger, clock, index: join(dir, instance, 'index', 'days.jsonl') };
-}
-
-/** The writer a Parquet file names in its footer (FileMetaData.created_by). */
-function createdBy(file: Buffer): string {
-  const length = file.readUInt32LE(file.length - 8);
-  const meta = decodeStruct(file.subarray(file.length - 8 - length, file.length - 8));
-  return Buffer.from(field(meta, 6)!.value as Uint8Array).toString();
 }
 
 const J = (rows: Row[]) => JSON.stringify(rows, (_k, v) => (typeof v === 'bigint' ? `${v}n` : v));
