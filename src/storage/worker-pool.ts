@@ -2,9 +2,13 @@
 // writes, checkpoints and compactions, decoding request bodies, queries. Polars runs here with its
 // synchronous API, so a native panic surfaces as a catchable error instead of aborting the
 // process. A pool may recycle its workers after a number of tasks, as polars frees native memory
-// only when V8 collects.
+// only when V8 collects. A pool may run its workers as child processes instead (`isolation`):
+// the server's reads do, so that a read the memory limit cannot hold is killed alone.
 
+import { type ChildProcess, fork } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
 import module from 'node:module';
+import { fileURLToPath } from 'node:url';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import {
@@ -22,9 +26,44 @@ export function siblingModule(importMetaUrl: string, name: string): URL {
 }
 
 type Pending = { resolve: (v: unknown) => void; reject: (e: Error) => void };
+/** A worker's answer to task `id`; from a child process first `{ id, started }` as it takes it. */
+type Answer =
+  | { id: number; ok: boolean; result?: unknown; error?: string; returned?: unknown }
+  | { id: number; started: true };
+/** A task as a worker receives it. */
+type TaskMessage = { id: number; task: string; payload: unknown };
+
+/** What the pool needs of a worker: a thread (`Worker`) or a child process (`ChildProcess`). */
+interface Runner {
+  post(message: TaskMessage, transfer: Transferable[]): void;
+  ref(): void;
+  unref(): void;
+  terminate(): Promise<unknown>;
+}
+
+/**
+ * A child process ended while it had tasks: a signal (SIGKILL from the kernel's out-of-memory
+ * killer, most likely) or an exit code. Its tasks fail with this; the pool starts another for
+ * the next task.
+ */
+export class WorkerProcessEnded extends Error {
+  readonly signal: NodeJS.Signals | null;
+  constructor(name: string, code: number | null, signal: NodeJS.Signals | null) {
+    super(
+      signal === 'SIGKILL'
+        ? `the ${name} process was killed (SIGKILL): most likely the system's out-of-memory killer, ` +
+            'as the task needed more memory than the limit left it'
+        : `the ${name} process ended (${signal ?? `exit code ${code}`}) before answering`,
+    );
+    this.name = 'WorkerProcessEnded';
+    this.signal = signal;
+  }
+}
 
 interface Slot {
-  worker: Worker;
+  worker: Runner;
+  /** A child process's id (process isolation). */
+  pid: number | null;
   /** Tasks posted to it that count toward recycleAfter. */
   tasksRun: number;
   /** Takes no new task: it is replaced once its tasks in flight are answered. */
@@ -32,7 +71,9 @@ interface Slot {
   /** A spare's timer that stops it once idle for spareIdleMs. */
   idleTimer: NodeJS.Timeout | null;
   /** Tasks posted and not answered yet (a failed worker's are rejected and cleared). */
-  pending: Map<number, Pending>;
+  pending: Map<number, Queued>;
+  /** Tasks a child process said it started (those it had not are run again if it dies). */
+  started: Set<number>;
 }
 
 export interface WorkerPoolOptions {
@@ -68,6 +109,22 @@ export interface WorkerPoolOptions {
    */
   spareAfterMs?: number;
   spareIdleMs?: number;
+  /**
+   * `process`: each worker is a child process running the module (forked with this process's
+   * node flags; messages are copied, not transferred; no `workerData` or `resourceLimits`). Every
+   * worker, the first too, stops once idle for `spareIdleMs`, giving its memory back. With
+   * `oomScoreAdj` (Linux), the kernel's out-of-memory killer picks it before this process.
+   * Default `thread`.
+   */
+  isolation?: 'thread' | 'process';
+  /** A child process's /proc oom_score_adj (-1000..1000); raising it needs no privilege. */
+  oomScoreAdj?: number | null;
+  /**
+   * A child process whose anonymous resident memory (not its mapped files) is above this after a
+   * task stops (0: never): the memory a task freed stays with its process (glibc keeps it), so
+   * the next task would start from there. Linux (/proc) only.
+   */
+  retireAboveAnonymousBytes?: number;
 }
 
 type Queued = { task: string; payload: unknown; transfer: Transferable[]; p: Pending; at: number };
@@ -93,8 +150,13 @@ export class WorkerPool {
       resourceLimits: {},
       spareAfterMs: 0,
       spareIdleMs: 10_000,
+      isolation: 'thread',
+      oomScoreAdj: null,
+      retireAboveAnonymousBytes: 0,
       ...opts,
     };
+    if (this.opts.isolation === 'process' && (opts.workerData !== undefined || opts.resourceLimits))
+      throw new Error('a pool of processes takes no workerData or resourceLimits');
   }
 
   /**
@@ -157,9 +219,9 @@ export class WorkerPool {
       if (slot.idleTimer) clearTimeout(slot.idleTimer);
       slot.idleTimer = null;
       slot.worker.ref(); // a task in flight keeps the process alive; an idle worker does not
-      slot.pending.set(id, job.p);
+      slot.pending.set(id, job);
       if (this.opts.recycleTasks?.includes(job.task) ?? true) slot.tasksRun++;
-      slot.worker.postMessage({ id, task: job.task, payload: job.payload }, job.transfer);
+      slot.worker.post({ id, task: job.task, payload: job.payload }, job.transfer);
     }
   }
 
@@ -190,64 +252,147 @@ export class WorkerPool {
   }
 
   private spawn(): Slot {
+    const slot: Slot = {
+      worker: null as unknown as Runner,
+      pid: null,
+      tasksRun: 0,
+      retiring: false,
+      idleTimer: null,
+      pending: new Map(),
+      started: new Set(),
+    };
+    const answered = (msg: Answer) => this.answered(slot, msg);
+    slot.worker =
+      this.opts.isolation === 'process'
+        ? this.spawnProcess(slot, answered)
+        : this.spawnThread(slot, answered);
+    slot.worker.unref();
+    this.slots.push(slot);
+    return slot;
+  }
+
+  private spawnThread(slot: Slot, answered: (msg: Answer) => void): Runner {
     // Without execArgv a worker inherits the parent's flags; extra flags replace them.
-    const cache = module.getCompileCacheDir?.();
     const worker = new Worker(this.url, {
       name: this.opts.name,
       ...(this.opts.execArgv.length > 0 ? { execArgv: this.opts.execArgv } : {}),
-      // The compile cache the process enabled (bin/otelake.js does) serves the workers too: a
-      // worker then loads compiled code instead of stripping the types of every module again
-      // (~10 MiB of RSS less per worker, measured with the server's four).
-      ...(cache ? { env: { ...process.env, NODE_COMPILE_CACHE: cache } } : {}),
+      ...compileCacheEnv(),
       workerData: this.opts.workerData,
       resourceLimits: this.opts.resourceLimits,
     });
-    worker.unref();
-    const slot: Slot = { worker, tasksRun: 0, retiring: false, idleTimer: null, pending: new Map() };
-    worker.on(
-      'message',
-      (msg: { id: number; ok: boolean; result?: unknown; error?: string; returned?: unknown }) => {
-        const p = slot.pending.get(msg.id);
-        slot.pending.delete(msg.id);
-        if (slot.pending.size === 0) slot.worker.unref();
-        if (p) {
-          if (msg.ok) p.resolve(msg.result);
-          else
-            p.reject(
-              Object.assign(
-                new Error(msg.error),
-                msg.returned === undefined ? {} : { returned: msg.returned },
-              ),
-            );
-        }
-        if (this.opts.recycleAfter > 0 && slot.tasksRun >= this.opts.recycleAfter) slot.retiring = true;
-        if (slot.retiring && slot.pending.size === 0) this.retire(slot);
-        this.dispatch();
-        if (this.opts.spareAfterMs > 0 && slot.pending.size === 0 && !slot.retiring) this.idleSpare(slot);
-      },
-    );
+    worker.on('message', answered);
     worker.on('error', (err) => this.fail(slot, err));
     worker.on('exit', (code) => {
       if (slot.pending.size > 0) this.fail(slot, new Error(`worker exited with code ${code}`));
       this.remove(slot);
     });
-    this.slots.push(slot);
-    return slot;
+    return {
+      post: (message, transfer) => worker.postMessage(message, transfer),
+      ref: () => worker.ref(),
+      unref: () => worker.unref(),
+      terminate: () => worker.terminate(),
+    };
   }
 
-  /** Stops a spare (a worker beyond the first) once it has been idle for spareIdleMs. */
-  private idleSpare(slot: Slot): void {
-    if (this.slots.indexOf(slot) < 1) return;
+  private spawnProcess(slot: Slot, answered: (msg: Answer) => void): Runner {
+    const child: ChildProcess = fork(fileURLToPath(this.url), [], {
+      execArgv: [...process.execArgv, ...this.opts.execArgv],
+      serialization: 'advanced', // typed arrays and bigints, copied
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      ...compileCacheEnv(),
+    });
+    slot.pid = child.pid ?? null;
+    if (this.opts.oomScoreAdj !== null && child.pid !== undefined) {
+      try {
+        writeFileSync(`/proc/${child.pid}/oom_score_adj`, String(this.opts.oomScoreAdj));
+      } catch {
+        // Not Linux, or /proc read-only: the kernel then picks by size alone.
+      }
+    }
+    child.on('message', answered);
+    child.on('error', (err) => this.fail(slot, err));
+    child.on('exit', (code, signal) => {
+      // Tasks it had not started (it died idle, killed to free memory, say) run in another.
+      for (const [id, job] of slot.pending) {
+        if (slot.started.has(id)) continue;
+        slot.pending.delete(id);
+        this.queue.unshift(job);
+      }
+      if (slot.pending.size > 0) this.fail(slot, new WorkerProcessEnded(this.opts.name, code, signal));
+      else {
+        this.remove(slot);
+        this.dispatch();
+      }
+    });
+    return {
+      // A process that died idle fails the send; its exit hands the task to another.
+      post: (message) => child.send(message, () => {}),
+      ref: () => {
+        child.ref();
+        child.channel?.ref();
+      },
+      unref: () => {
+        child.unref();
+        child.channel?.unref();
+      },
+      terminate: () =>
+        new Promise<void>((resolve) => {
+          if (child.exitCode !== null || child.signalCode !== null) return resolve();
+          child.once('exit', () => resolve());
+          child.ref(); // an unreferenced child's exit would not keep the loop waiting for it
+          child.kill();
+        }),
+    };
+  }
+
+  private answered(slot: Slot, msg: Answer): void {
+    if ('started' in msg) {
+      slot.started.add(msg.id);
+      return;
+    }
+    const p = slot.pending.get(msg.id)?.p;
+    slot.pending.delete(msg.id);
+    slot.started.delete(msg.id);
+    if (slot.pending.size === 0) slot.worker.unref();
+    if (p) {
+      if (msg.ok) p.resolve(msg.result);
+      else
+        p.reject(
+          Object.assign(new Error(msg.error), msg.returned === undefined ? {} : { returned: msg.returned }),
+        );
+    }
+    if (this.opts.recycleAfter > 0 && slot.tasksRun >= this.opts.recycleAfter) slot.retiring = true;
+    if (slot.pending.size === 0 && this.opts.retireAboveAnonymousBytes > 0 && slot.pid !== null) {
+      const rss = anonymousBytes(slot.pid);
+      if (rss !== null && rss > this.opts.retireAboveAnonymousBytes) slot.retiring = true;
+    }
+    if (slot.retiring && slot.pending.size === 0) this.retire(slot);
+    this.dispatch();
+    if (slot.pending.size === 0 && !slot.retiring && (this.opts.spareAfterMs > 0 || this.processes))
+      this.idleStop(slot);
+  }
+
+  private get processes(): boolean {
+    return this.opts.isolation === 'process';
+  }
+
+  /**
+   * Stops a worker once it has been idle for spareIdleMs: a spare (a worker beyond the first), or
+   * any child process.
+   */
+  private idleStop(slot: Slot): void {
+    const first = this.processes ? 0 : 1;
+    if (this.slots.indexOf(slot) < first) return;
     if (slot.idleTimer) clearTimeout(slot.idleTimer);
     slot.idleTimer = setTimeout(() => {
       slot.idleTimer = null;
-      if (slot.pending.size === 0 && this.slots.indexOf(slot) >= 1) this.retire(slot);
+      if (slot.pending.size === 0 && this.slots.indexOf(slot) >= first) this.retire(slot);
     }, this.opts.spareIdleMs);
     slot.idleTimer.unref();
   }
 
   private fail(slot: Slot, err: Error): void {
-    for (const p of slot.pending.values()) p.reject(err);
+    for (const job of slot.pending.values()) job.p.reject(err);
     slot.pending.clear();
     this.remove(slot);
     void slot.worker.terminate();
@@ -290,6 +435,26 @@ export class WorkerPool {
   }
 }
 
+/** A process's anonymous resident memory (RssAnon), or null where /proc does not tell. */
+function anonymousBytes(pid: number): number | null {
+  try {
+    const m = /^RssAnon:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'latin1'));
+    return m ? Number(m[1]) * 1024 : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * The compile cache the process enabled (bin/otelake.js does) serves the workers too: a worker
+ * then loads compiled code instead of stripping the types of every module again (~10 MiB of RSS
+ * less per worker thread, measured with the server's four).
+ */
+function compileCacheEnv(): { env?: NodeJS.ProcessEnv } {
+  const cache = module.getCompileCacheDir?.();
+  return cache ? { env: { ...process.env, NODE_COMPILE_CACHE: cache } } : {};
+}
+
 export type TaskHandlers = Record<string, (payload: never) => unknown | Promise<unknown>>;
 
 /**
@@ -297,9 +462,8 @@ export type TaskHandlers = Record<string, (payload: never) => unknown | Promise<
  * with `transferResult` to hand buffers back without copying.
  */
 export function serveTasks(handlers: TaskHandlers): void {
-  if (isMainThread || !parentPort) throw new Error('serveTasks must run in a worker thread');
-  const port = parentPort;
-  port.on('message', async (msg: { id: number; task: string; payload: unknown }) => {
+  const port = taskPort();
+  port.onTask(async (msg) => {
     try {
       const handler = handlers[msg.task];
       if (!handler) throw new Error(`unknown task ${msg.task}`);
@@ -316,6 +480,34 @@ export function serveTasks(handlers: TaskHandlers): void {
       }
     }
   });
+}
+
+/** Where tasks come from: the parent thread's port, or a child process's channel to its parent. */
+function taskPort(): {
+  onTask(listener: (msg: TaskMessage) => void): void;
+  postMessage(message: Answer, transfer?: Transferable[]): void;
+} {
+  if (!isMainThread && parentPort) {
+    const port = parentPort;
+    return {
+      onTask: (listener) => port.on('message', listener),
+      postMessage: (message, transfer) => port.postMessage(message, transfer),
+    };
+  }
+  const send = process.send?.bind(process);
+  if (!send) throw new Error('serveTasks must run in a worker thread or a forked process');
+  // A terminal's Ctrl-C reaches the whole process group: the parent decides when this one stops,
+  // and it stops with the parent's channel (the parent exited or ended it).
+  process.on('SIGINT', () => {});
+  process.once('disconnect', () => process.exit(0));
+  return {
+    onTask: (listener) =>
+      process.on('message', (msg: TaskMessage) => {
+        send({ id: msg.id, started: true }); // from here on, a death fails the task
+        listener(msg);
+      }),
+    postMessage: (message) => send(message),
+  };
 }
 
 class TransferResult {

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
-import { siblingModule, WorkerPool } from '../../src/storage/worker-pool.ts';
+import { siblingModule, WorkerPool, WorkerProcessEnded } from '../../src/storage/worker-pool.ts';
 
 const url = siblingModule(import.meta.url, 'fixtures/echo-worker');
 
@@ -129,5 +130,80 @@ describe('WorkerPool', () => {
     await assert.rejects(pool.run('echo', 1, [], AbortSignal.abort(new Error('already'))), /already/);
     assert.equal(await pool.run('echo', 'next'), 'next', 'the worker serves the next task');
     await pool.close();
+  });
+
+  describe('with isolation: process', () => {
+    const processes = { name: 'otelake-test', size: 1, isolation: 'process' } as const;
+    type Who = { pid: number; oomScoreAdj: number };
+    /** Waits, without yielding to the event loop, until `pid` has ended (a zombie or gone). */
+    const waitDeadSync = (pid: number): void => {
+      const end = Date.now() + 5000;
+      while (Date.now() < end) {
+        try {
+          if (/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, 'latin1'))) return;
+        } catch {
+          return;
+        }
+      }
+      throw new Error(`process ${pid} did not end`);
+    };
+
+    it('runs tasks in a child process, copying typed arrays and bigints, with the oom_score_adj asked for', async () => {
+      const pool = new WorkerPool(url, { ...processes, oomScoreAdj: 900 });
+      const who = await pool.run<Who>('pid', null);
+      assert.notEqual(who.pid, process.pid);
+      assert.equal(who.oomScoreAdj, 900, 'the kernel picks it before the server when memory runs out');
+      assert.deepEqual(await pool.run('echo', { a: 1n, s: 'x' }), { a: 1n, s: 'x' });
+      assert.deepEqual([...(await pool.run<Float64Array>('double', new Float64Array([1, 2.5])))], [2, 5]);
+      await assert.rejects(pool.run('fail', 'bad input'), /bad input/);
+      assert.equal((await pool.run<Who>('pid', null)).pid, who.pid, 'a task error leaves the process usable');
+      await pool.close();
+      assert.throws(() => process.kill(who.pid, 0), 'close stops the process');
+    });
+
+    it('a process killed during its task fails that task alone, saying so; the next runs in a new one', async () => {
+      const pool = new WorkerPool(url, processes);
+      const { pid } = await pool.run<Who>('pid', null);
+      const slow = pool.run('slow', 5000);
+      await new Promise((r) => setTimeout(r, 100));
+      process.kill(pid, 'SIGKILL'); // as the kernel's out-of-memory killer does
+      const err = await slow.then(
+        () => assert.fail('the task of a killed process resolved'),
+        (e: unknown) => e,
+      );
+      assert.ok(err instanceof WorkerProcessEnded);
+      assert.equal(err.signal, 'SIGKILL');
+      assert.match(err.message, /killed \(SIGKILL\).*out-of-memory/);
+      const next = await pool.run<Who>('pid', null);
+      assert.notEqual(next.pid, pid);
+      await pool.close();
+    });
+
+    it('a task sent to a process that died idle runs in a new one instead of failing', async () => {
+      const pool = new WorkerPool(url, processes);
+      const { pid } = await pool.run<Who>('pid', null);
+      process.kill(pid, 'SIGKILL');
+      waitDeadSync(pid); // dead before this process has heard of it: the task goes to its pipe
+      const next = await pool.run<Who>('pid', null);
+      assert.notEqual(next.pid, pid);
+      await pool.close();
+    });
+
+    it('a process stops once idle, and once a task leaves it above retireAboveAnonymousBytes', async () => {
+      const pool = new WorkerPool(url, {
+        ...processes,
+        spareIdleMs: 200,
+        retireAboveAnonymousBytes: 256 * 1024 * 1024,
+      });
+      const small = await pool.run<number>('hold', 16);
+      assert.equal(await pool.run<number>('hold', 16), small, 'below the bound it stays');
+      const big = await pool.run<number>('hold', 300);
+      assert.equal(big, small);
+      assert.notEqual((await pool.run<Who>('pid', null)).pid, big, 'holding 332 MiB, it was replaced');
+      assert.equal(pool.workers, 1);
+      await new Promise((r) => setTimeout(r, 500));
+      assert.equal(pool.workers, 0, 'idle for spareIdleMs, the only process stopped too');
+      await pool.close();
+    });
   });
 });
