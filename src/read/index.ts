@@ -18,6 +18,7 @@ export {
   type RowFilter,
   readTable,
   rowToJson,
+  runReadsInProcesses,
   STORAGES,
   type Storage,
   StorageUnavailableError,

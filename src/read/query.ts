@@ -96,12 +96,38 @@ const FIRST_CHUNK_ROWS = 128;
 const FIRST_EXPANSION = 4;
 
 let pool: WorkerPool | null = null;
+/** Set by runReadsInProcesses: the memory limit the read processes plan for, in bytes. */
+let processesFor: (() => number) | null = null;
+
+/**
+ * Reads run in child processes from now on, not threads (the server's choice, made at start):
+ * a read that outgrows the memory limit is then what the kernel kills, not the server with its
+ * ingest. Such a process stops once idle for READ_PROCESS_IDLE_MS, or once a task leaves it
+ * holding more than a quarter of the memory limit (`memoryLimitBytes`, asked when the first one
+ * starts), and gives its memory back.
+ */
+export function runReadsInProcesses(memoryLimitBytes: () => number): void {
+  processesFor = memoryLimitBytes;
+}
+
+/** A read process's oom_score_adj: the kernel's out-of-memory killer picks it first. */
+const READ_PROCESS_OOM_SCORE_ADJ = 1000;
+/** A read process idle this long stops; the next read starts one (~0.3 s and 65 MiB here). */
+const READ_PROCESS_IDLE_MS = 5_000;
 
 function queryPool(): WorkerPool {
   pool ??= new WorkerPool(siblingModule(import.meta.url, 'query-worker'), {
     name: 'otelake-query',
     size: Math.max(1, Math.min(2, availableParallelism())),
     recycleAfter: RECYCLE_AFTER,
+    ...(processesFor
+      ? {
+          isolation: 'process',
+          oomScoreAdj: READ_PROCESS_OOM_SCORE_ADJ,
+          spareIdleMs: READ_PROCESS_IDLE_MS,
+          retireAboveAnonymousBytes: processesFor() / 4,
+        }
+      : {}),
   });
   return pool;
 }

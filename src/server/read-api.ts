@@ -21,6 +21,7 @@ import type { TableName } from '../schema/tables.ts';
 import { validateDay } from '../storage/layout.ts';
 import { ObjectStoreError } from '../storage/object-store.ts';
 import type { ServerConfig } from '../storage/options.ts';
+import { WorkerProcessEnded } from '../storage/worker-pool.ts';
 import { OPENAPI_DOCUMENT, READ_ROUTES } from './openapi.ts';
 import { noteRefusal } from './refusals.ts';
 
@@ -328,6 +329,14 @@ export function registerReadRoutes(
       if (bad) return sendError(reply, 400, bad.message, bad.parameter ? { parameter: bad.parameter } : {});
       // Object storage unreachable or refusing: the failure is upstream, not this request's.
       if (err instanceof ObjectStoreError) return sendError(reply, 502, err.message);
+      // The read's own process ended (killed for memory, most likely); ingest goes on.
+      if (err instanceof WorkerProcessEnded)
+        return sendError(
+          reply,
+          503,
+          `${err.message}. Ingest goes on. A narrower read (a shorter time window, a lower limit, ` +
+            'a filter) or more memory for the server answers it.',
+        );
       if (err instanceof DamagedTableError) {
         return reply
           .code(500)

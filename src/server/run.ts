@@ -3,8 +3,8 @@
 
 import type { FastifyBaseLogger, FastifyInstance, FastifyServerOptions } from 'fastify';
 import { Logger } from '../index.ts';
-import { closeReadWorkers } from '../read/index.ts';
-import type { PartialOptions } from '../storage/options.ts';
+import { closeReadWorkers, runReadsInProcesses } from '../read/index.ts';
+import { memoryLimit, type PartialOptions } from '../storage/options.ts';
 import { TokenFile } from '../storage/tokens.ts';
 import { VERSION } from '../version.ts';
 import { authOn } from './access.ts';
@@ -37,6 +37,9 @@ export interface RunningServer {
 }
 
 export async function runServer(o: RunServerOptions): Promise<RunningServer> {
+  // A read the memory limit cannot hold then kills its own process, not the server (query.ts).
+  let memoryLimitOption: number | null = null;
+  runReadsInProcesses(() => memoryLimit(memoryLimitOption).bytes);
   // The logger's own lines (writes failing, log replay) go to the server's log once it exists.
   let appLog: FastifyBaseLogger | null = null;
   const logger = await Logger.open({
@@ -48,6 +51,7 @@ export async function runServer(o: RunServerOptions): Promise<RunningServer> {
       appLog ? appLog[level](message) : console.error(`otelake ${level}: ${message}`),
     ...(o.options === undefined ? {} : { options: o.options }),
   });
+  memoryLimitOption = logger.options.server_config.memory_limit_bytes;
   const host = o.host ?? logger.options.server_config.host;
   const port = o.port ?? logger.options.server_config.port;
 

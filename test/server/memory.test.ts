@@ -6,7 +6,7 @@
 // killed by the kernel within 2 s of eight clients sending 8 MB bodies of 8,192 spans.
 
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, rmdir, writeFile } from 'node:fs/promises';
 import { request } from 'node:http';
 import { availableParallelism, tmpdir, totalmem } from 'node:os';
@@ -237,4 +237,80 @@ test('in a 256 MiB cgroup the server plans for it and holds the Collector-size r
   assert.equal(written, acknowledged, seen);
   assert.equal(killed, null, `the server ${killed}: ${log()}`);
   assert.equal((await health()).status, 'ok');
+
+  // Reads run in child processes the kernel kills first when memory runs out (oom_score_adj
+  // 1000): each read is answered whole, or refused (503) or cut short saying its process was
+  // killed, and the server lives on, ingest with it.
+  const pid = server.child.pid!;
+  const outcomes: string[] = [];
+  let readProcesses = 0;
+  for (let i = 0; i < 3; i++) {
+    const reading = getText(`${url}/api/spans?limit=10000`);
+    let done = false;
+    void reading.finally(() => {
+      done = true;
+    });
+    // While it reads: the server's children are read processes, first in line for the OOM killer.
+    while (!done) {
+      for (const child of childrenOf(pid)) {
+        try {
+          const cmdline = readFileSync(`/proc/${child}/cmdline`, 'latin1');
+          if (cmdline === '') continue; // killed, not yet reaped
+          assert.match(cmdline, /query-worker/);
+          assert.equal(readFileSync(`/proc/${child}/oom_score_adj`, 'latin1').trim(), '1000');
+          readProcesses++;
+        } catch (err) {
+          if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err; // it ended meanwhile
+        }
+      }
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const read = await reading;
+    outcomes.push(`${read.status}: ${read.body.length} bytes`);
+    if (read.status === 200) {
+      let rows = -1;
+      try {
+        rows = (JSON.parse(read.body) as { rows: unknown[] }).rows.length;
+      } catch {
+        assert.match(log(), /read failed after its answer had started/, 'a read cut short is logged');
+      }
+      if (rows >= 0) assert.equal(rows, 10_000);
+    } else {
+      assert.equal(read.status, 503, read.body);
+      assert.match(read.body, /otelake-query process was killed \(SIGKILL\).*Ingest goes on/);
+    }
+    assert.equal(killed, null, `the server ${killed} under a read: ${log()}`);
+  }
+  t.diagnostic(`reads: ${outcomes.join(', ')}`);
+  assert.ok(readProcesses > 0, 'the reads ran in child processes');
+  assert.equal((await postTraces(url, bodies[0]!)).status, 200, 'ingest after the reads');
+  assert.equal(killed, null, `the server ${killed}: ${log()}`);
 });
+
+/** The child processes of `pid` (Linux). */
+function childrenOf(pid: number): number[] {
+  return readdirSync(`/proc/${pid}/task`).flatMap((t) => {
+    try {
+      return readFileSync(`/proc/${pid}/task/${t}/children`, 'latin1')
+        .split(/\s+/)
+        .filter(Boolean)
+        .map(Number);
+    } catch {
+      return []; // a thread that ended meanwhile
+    }
+  });
+}
+
+/** GETs `url`: its status and whole body ('' and status 0 when the connection ended early). */
+function getText(url: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve) => {
+    request(url, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode!, body: Buffer.concat(chunks).toString() }));
+      res.on('error', () => resolve({ status: res.statusCode!, body: Buffer.concat(chunks).toString() }));
+    })
+      .on('error', () => resolve({ status: 0, body: '' }))
+      .end();
+  });
+}
