@@ -4,7 +4,9 @@
 //
 //   huge rows: twelve log records of 50 MB each (one request each), then one
 //     `GET /api/logs?project_id=big`: status, time, bytes received, the server's peak RSS during
-//     the read (VmHWM reset just before it) and the RSS it still holds 3 s afterwards.
+//     the read (VmHWM reset just before it), the read process's (the server reads in child
+//     processes: the largest VmHWM of those alive after it) and the RSS the server still holds
+//     3 s afterwards.
 //   parallel reads: ingest runs (100 logs per request over 4 connections) while 20 clients read
 //     `GET /api/logs?project_id=load` in a closed loop; a client answered 503 waits Retry-After.
 //     Prints the latency of a single read alone first, then p50/p99 of the parallel reads by status.
@@ -19,6 +21,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import {
   type ChildServer,
+  childrenPeakMiB,
   memoryMiB,
   resetPeakRss,
   startChildServer,
@@ -98,10 +101,11 @@ async function measureRead(server: ChildServer, label: string): Promise<void> {
   await resetPeakRss(server.pid);
   const out = await read(`${server.url}/api/logs?project_id=big`);
   const peak = await mib(server.pid, 'VmHWM');
+  const readPeak = Math.round(await childrenPeakMiB(server.pid));
   await new Promise((r) => setTimeout(r, 3000));
   const after = await mib(server.pid, 'VmRSS');
   console.log(
-    `| ${label} | ${out.status} | ${fmt(out.ms)} | ${out.bytes.toLocaleString('en-US')} | ${before} MiB | ${peak} MiB | ${after} MiB |`,
+    `| ${label} | ${out.status} | ${fmt(out.ms)} | ${out.bytes.toLocaleString('en-US')} | ${before} MiB | ${peak} MiB | ${readPeak} MiB | ${after} MiB |`,
   );
   console.log(`  end of the answer: ${JSON.stringify(out.tail.slice(-160))}`);
 }
@@ -144,9 +148,9 @@ async function hugeRows(rows: number, rowMb: number): Promise<void> {
     // Let the ingest's memory settle so the peak measured below is the read's.
     await new Promise((r) => setTimeout(r, 2000));
     console.log(
-      '| server | status | time | bytes received | RSS before | peak during the read | RSS 3 s after |',
+      '| server | status | time | bytes received | RSS before | peak during the read | the read process peak | RSS 3 s after |',
     );
-    console.log('|---|---|---|---|---|---|---|');
+    console.log('|---|---|---|---|---|---|---|---|');
     try {
       await measureRead(server, 'the one that ingested');
     } finally {
@@ -229,7 +233,10 @@ async function parallelReads(seconds: number, readers: number): Promise<void> {
       for (const c of conns) c.close();
     }
     console.log(`ingest answers meanwhile: ${JSON.stringify(ingestStatuses)}`);
-    console.log(`server peak RSS over the run: ${await mib(server.pid, 'VmHWM')} MiB`);
+    console.log(
+      `server peak RSS over the run: ${await mib(server.pid, 'VmHWM')} MiB; ` +
+        `its read processes alive at the end: ${Math.round(await childrenPeakMiB(server.pid))} MiB at their peak`,
+    );
   } finally {
     await server.close();
   }

@@ -6,7 +6,7 @@
 // killed by the kernel within 2 s of eight clients sending 8 MB bodies of 8,192 spans.
 
 import assert from 'node:assert/strict';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, rmdir, writeFile } from 'node:fs/promises';
 import { request } from 'node:http';
 import { availableParallelism, tmpdir, totalmem } from 'node:os';
@@ -15,7 +15,7 @@ import { after, test } from 'node:test';
 import { bodyBytesInFlight, concurrentReads, decodeWorkerCount } from '../../src/server/limits.ts';
 import { SERVER_ENV, SERVER_NODE_FLAGS } from '../../src/server/node-flags.ts';
 import { defaultOptions, memoryLimit, mergeOptions, validateOptions } from '../../src/storage/options.ts';
-import { type ChildServer, startChildServer } from './helpers/child-server.ts';
+import { type ChildServer, childPids, startChildServer } from './helpers/child-server.ts';
 import { getJson, startServer } from './helpers/harness.ts';
 
 const MiB = 1024 * 1024;
@@ -252,7 +252,7 @@ test('in a 256 MiB cgroup the server plans for it and holds the Collector-size r
     });
     // While it reads: the server's children are read processes, first in line for the OOM killer.
     while (!done) {
-      for (const child of childrenOf(pid)) {
+      for (const child of childPids(pid)) {
         try {
           const cmdline = readFileSync(`/proc/${child}/cmdline`, 'latin1');
           if (cmdline === '') continue; // killed, not yet reaped
@@ -286,20 +286,6 @@ test('in a 256 MiB cgroup the server plans for it and holds the Collector-size r
   assert.equal((await postTraces(url, bodies[0]!)).status, 200, 'ingest after the reads');
   assert.equal(killed, null, `the server ${killed}: ${log()}`);
 });
-
-/** The child processes of `pid` (Linux). */
-function childrenOf(pid: number): number[] {
-  return readdirSync(`/proc/${pid}/task`).flatMap((t) => {
-    try {
-      return readFileSync(`/proc/${pid}/task/${t}/children`, 'latin1')
-        .split(/\s+/)
-        .filter(Boolean)
-        .map(Number);
-    } catch {
-      return []; // a thread that ended meanwhile
-    }
-  });
-}
 
 /** GETs `url`: its status and whole body ('' and status 0 when the connection ended early). */
 function getText(url: string): Promise<{ status: number; body: string }> {

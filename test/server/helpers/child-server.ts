@@ -2,6 +2,7 @@
 // for tests that measure or stop the server process itself.
 
 import { type ChildProcess, spawn } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 import { readFile, writeFile } from 'node:fs/promises';
 import { createInterface } from 'node:readline';
 import type { PartialOptions } from '../../../src/storage/options.ts';
@@ -79,4 +80,28 @@ export async function memoryMiB(pid: number, field: 'VmRSS' | 'VmHWM'): Promise<
 /** Resets the peak RSS (VmHWM) of a process to its current RSS (Linux). */
 export async function resetPeakRss(pid: number): Promise<void> {
   await writeFile(`/proc/${pid}/clear_refs`, '5');
+}
+
+/** The child processes of `pid` (Linux): a server's read processes. */
+export function childPids(pid: number): number[] {
+  return readdirSync(`/proc/${pid}/task`).flatMap((t) => {
+    try {
+      return readFileSync(`/proc/${pid}/task/${t}/children`, 'latin1')
+        .split(/\s+/)
+        .filter(Boolean)
+        .map(Number);
+    } catch {
+      return []; // a thread that ended meanwhile
+    }
+  });
+}
+
+/** The largest peak RSS (VmHWM, MiB) of `pid`'s child processes alive now; 0 when none is. */
+export async function childrenPeakMiB(pid: number): Promise<number> {
+  let peak = 0;
+  for (const child of childPids(pid)) {
+    const hwm = await memoryMiB(child, 'VmHWM').catch(() => 0); // it ended meanwhile
+    peak = Math.max(peak, hwm);
+  }
+  return peak;
 }
