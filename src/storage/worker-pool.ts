@@ -312,9 +312,10 @@ export class WorkerPool {
     child.on('message', answered);
     child.on('error', (err) => this.fail(slot, err));
     child.on('exit', (code, signal) => {
-      // Tasks it had not started (it died idle, killed to free memory, say) run in another.
+      // Tasks it had not started (it died idle, killed to free memory, say) run in another,
+      // unless the pool is closing.
       for (const [id, job] of slot.pending) {
-        if (slot.started.has(id)) continue;
+        if (slot.started.has(id) || this.closed) continue;
         slot.pending.delete(id);
         this.queue.unshift(job);
       }
