@@ -155,7 +155,7 @@ export class WorkerPool {
       retireAboveAnonymousBytes: 0,
       ...opts,
     };
-    if (this.opts.isolation === 'process' && (opts.workerData !== undefined || opts.resourceLimits))
+    if (this.processes && (opts.workerData !== undefined || opts.resourceLimits))
       throw new Error('a pool of processes takes no workerData or resourceLimits');
   }
 
@@ -262,10 +262,7 @@ export class WorkerPool {
       started: new Set(),
     };
     const answered = (msg: Answer) => this.answered(slot, msg);
-    slot.worker =
-      this.opts.isolation === 'process'
-        ? this.spawnProcess(slot, answered)
-        : this.spawnThread(slot, answered);
+    slot.worker = this.processes ? this.spawnProcess(slot, answered) : this.spawnThread(slot, answered);
     slot.worker.unref();
     this.slots.push(slot);
     return slot;
