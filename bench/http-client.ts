@@ -95,3 +95,57 @@ export class RawConnection {
     this.socket.destroy();
   }
 }
+
+/** What an open-loop phase measured. */
+export interface RateResult {
+  requests: number;
+  statuses: Record<number, number>;
+  /** Each request's latency from its scheduled send time (a stall is not hidden), ms. */
+  latencies: number[];
+  /** Each request's latency from when it was written (its wait for a busy connection left out). */
+  fromWrite: number[];
+}
+
+/**
+ * Sends `rps` requests a second for `ms` (open loop: the schedule does not wait for answers), in
+ * turn over the connections, each one of the prepared `raw` requests in turn.
+ */
+export async function sendAtRate(
+  conns: readonly RawConnection[],
+  raw: readonly Buffer[],
+  ms: number,
+  rps: number,
+): Promise<RateResult> {
+  const out: RateResult = { requests: 0, statuses: {}, latencies: [], fromWrite: [] };
+  const interval = 1000 / rps;
+  const start = performance.now();
+  const total = Math.floor((ms / 1000) * rps);
+  const inflight: Promise<void>[] = [];
+  // A failed request (the server gone) is kept, not left unhandled while the loop waits to send.
+  let failure: Error | null = null;
+  for (let i = 0; i < total && failure === null; i++) {
+    const scheduled = start + i * interval;
+    const wait = scheduled - performance.now();
+    if (wait > 1) await new Promise((r) => setTimeout(r, wait));
+    let written = scheduled;
+    inflight.push(
+      conns[i % conns.length]!.send(raw[i % raw.length]!, (at) => {
+        written = at;
+      }).then(
+        (status) => {
+          const now = performance.now();
+          out.latencies.push(now - scheduled);
+          out.fromWrite.push(now - written);
+          out.statuses[status] = (out.statuses[status] ?? 0) + 1;
+          out.requests++;
+        },
+        (err: Error) => {
+          failure ??= err;
+        },
+      ),
+    );
+  }
+  await Promise.all(inflight);
+  if (failure !== null) throw failure;
+  return out;
+}

@@ -10,9 +10,14 @@
 //   parallel reads: ingest runs (100 logs per request over 4 connections) while 20 clients read
 //     `GET /api/logs?project_id=load` in a closed loop; a client answered 503 waits Retry-After.
 //     Prints the latency of a single read alone first, then p50/p99 of the parallel reads by status.
+//   large reads beside ingest: ingest at a fixed rate (open loop, 100 logs per request over 4
+//     connections), first alone, then while one client reads `limit=N` rows back to back. Prints
+//     for each phase the ingest latency (p50/p99/max from the scheduled send), the reads answered,
+//     the server's largest JS heap (its /healthz, every 250 ms) and its peak RSS (VmHWM reset at
+//     the phase's start): what answering a read takes from the process that ingests.
 //
-//   node bench/read-bounds.ts [--scenarios huge,parallel] [--seconds 15] [--readers 20]
-//                             [--rows 12] [--row-mb 50]
+//   node bench/read-bounds.ts [--scenarios huge,parallel,beside] [--seconds 15] [--readers 20]
+//                             [--rows 12] [--row-mb 50] [--rate 10000] [--read-limit 10000]
 
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -26,7 +31,7 @@ import {
   resetPeakRss,
   startChildServer,
 } from '../test/server/helpers/child-server.ts';
-import { RawConnection, rawRequest } from './http-client.ts';
+import { RawConnection, rawRequest, sendAtRate } from './http-client.ts';
 import { logsRequest } from './otlp-payloads.ts';
 
 /** A server process on `dir` (a new temporary instance by default, removed when it stops). */
@@ -167,6 +172,18 @@ async function hugeRows(rows: number, rowMb: number): Promise<void> {
   }
 }
 
+/** Sixteen requests of 100 log records (JSON) for project `load`, ready to send. */
+function ingestRequests(target: URL): Buffer[] {
+  return Array.from({ length: 16 }, (_, i) =>
+    rawRequest(
+      target.host,
+      '/v1/logs',
+      { 'content-type': 'application/json', 'x-project-id': 'load' },
+      Buffer.from(JSON.stringify(logsRequest(100, i + 1))),
+    ),
+  );
+}
+
 async function parallelReads(seconds: number, readers: number): Promise<void> {
   console.log(
     `\n## parallel reads: ${readers} clients reading during ingest (4 connections, 100 logs per request), ${seconds} s`,
@@ -174,14 +191,7 @@ async function parallelReads(seconds: number, readers: number): Promise<void> {
   const server = await startServer();
   try {
     const target = new URL(server.url);
-    const bodies = Array.from({ length: 16 }, (_, i) =>
-      rawRequest(
-        target.host,
-        '/v1/logs',
-        { 'content-type': 'application/json', 'x-project-id': 'load' },
-        Buffer.from(JSON.stringify(logsRequest(100, i + 1))),
-      ),
-    );
+    const bodies = ingestRequests(target);
     let ingesting = true;
     let sent = 0;
     const ingestStatuses: Record<number, number> = {};
@@ -242,6 +252,69 @@ async function parallelReads(seconds: number, readers: number): Promise<void> {
   }
 }
 
+/** The server's JS heap (used and total, MiB), sampled from /healthz until `stop` is aborted. */
+async function sampleHeap(url: string, stop: AbortSignal): Promise<{ used: number; total: number }> {
+  const most = { used: 0, total: 0 };
+  while (!stop.aborted) {
+    const h = (await (await fetch(`${url}/healthz`)).json()) as {
+      memory: { heap_used: number; heap_total: number };
+    };
+    most.used = Math.max(most.used, h.memory.heap_used / 2 ** 20);
+    most.total = Math.max(most.total, h.memory.heap_total / 2 ** 20);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  return most;
+}
+
+async function readsBesideIngest(seconds: number, rate: number, readLimit: number): Promise<void> {
+  console.log(
+    `\n## large reads beside ingest: ${rate.toLocaleString('en-US')} log records/s (100 per request, 4 connections), ` +
+      `${seconds} s alone, then ${seconds} s beside reads of limit=${readLimit}`,
+  );
+  const server = await startServer();
+  try {
+    const target = new URL(server.url);
+    const raw = ingestRequests(target);
+    const conns = Array.from({ length: 4 }, () => new RawConnection(target.hostname, Number(target.port)));
+    const rps = rate / 100;
+    try {
+      // Rows to read, and a server past its first requests.
+      const load = await sendAtRate(conns, raw, Math.max(3000, (readLimit / rate) * 1000), rps);
+      await waitWritten(server.url, (load.statuses[200] ?? 0) * 100, 30_000);
+      console.log(
+        '| phase | ingest p50 / p99 / max ms | ingest statuses | reads answered (p50) | server JS heap used / total MiB, largest | server peak RSS MiB |',
+      );
+      console.log('|---|---|---|---|---|---|');
+      for (const withReads of [false, true]) {
+        await resetPeakRss(server.pid);
+        const stop = new AbortController();
+        const heap = sampleHeap(server.url, stop.signal);
+        const reads: number[] = [];
+        const reader = (async () => {
+          while (withReads && !stop.signal.aborted) {
+            const out = await read(`${server.url}/api/logs?project_id=load&limit=${readLimit}`);
+            if (out.status !== 200) throw new Error(`a read was answered ${out.status}`);
+            reads.push(out.ms);
+          }
+        })();
+        const ingest = await sendAtRate(conns, raw, seconds * 1000, rps);
+        stop.abort();
+        const [most] = await Promise.all([heap, reader]);
+        const ms = ingest.latencies;
+        console.log(
+          `| ${withReads ? 'beside reads' : 'alone'} | ${percentile(ms, 50).toFixed(1)} / ${percentile(ms, 99).toFixed(1)} / ${Math.max(...ms).toFixed(1)} | ` +
+            `${JSON.stringify(ingest.statuses)} | ${withReads ? `${reads.length} (${fmt(percentile(reads, 50))})` : '-'} | ` +
+            `${Math.round(most.used)} / ${Math.round(most.total)} | ${await mib(server.pid, 'VmHWM')} |`,
+        );
+      }
+    } finally {
+      for (const c of conns) c.close();
+    }
+  } finally {
+    await server.close();
+  }
+}
+
 async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
@@ -250,11 +323,15 @@ async function main(): Promise<void> {
       readers: { type: 'string', default: '20' },
       rows: { type: 'string', default: '12' },
       'row-mb': { type: 'string', default: '50' },
+      rate: { type: 'string', default: '10000' },
+      'read-limit': { type: 'string', default: '10000' },
     },
   });
   const scenarios = values.scenarios.split(',');
   if (scenarios.includes('huge')) await hugeRows(Number(values.rows), Number(values['row-mb']));
   if (scenarios.includes('parallel')) await parallelReads(Number(values.seconds), Number(values.readers));
+  if (scenarios.includes('beside'))
+    await readsBesideIngest(Number(values.seconds), Number(values.rate), Number(values['read-limit']));
 }
 
 await main();

@@ -89,7 +89,7 @@ import { loadProtobuf, type Signal } from '../src/otlp/index.ts';
 import type * as NodeFlags from '../src/server/node-flags.ts';
 import { withServerEnv, withServerFlags } from '../src/server/node-flags.ts';
 import type { PartialOptions } from '../src/storage/options.ts';
-import { RawConnection, rawRequest } from './http-client.ts';
+import { RawConnection, rawRequest, sendAtRate } from './http-client.ts';
 import { hexIdsToBytes, logsRequest, metricsRequest, tracesRequest } from './otlp-payloads.ts';
 
 /** The server's threads by the name Linux knows them by, in the order of the CPU table. */
@@ -399,41 +399,11 @@ async function openLoop(
   rps: number,
 ): Promise<PhaseResult> {
   const { raw, conns } = prepare(url, bodies, connections, path);
-  const fromWrite: number[] = [];
-  const out: PhaseResult = { requests: 0, statuses: {}, latencies: [], fromWrite };
-  const interval = 1000 / rps;
-  const start = performance.now();
-  const total = Math.floor((ms / 1000) * rps);
-  const inflight: Promise<void>[] = [];
-  // A failed request (the server gone) is kept, not left unhandled while the loop waits to send.
-  let failure: Error | null = null;
-  for (let i = 0; i < total && failure === null; i++) {
-    const scheduled = start + i * interval;
-    const wait = scheduled - performance.now();
-    if (wait > 1) await new Promise((r) => setTimeout(r, wait));
-    // Requests go out in turn over the connections; one waits if its connection is still busy.
-    let written = scheduled;
-    inflight.push(
-      conns[i % conns.length]!.send(raw[i % raw.length]!, (at) => {
-        written = at;
-      }).then(
-        (status) => {
-          const now = performance.now();
-          out.latencies.push(now - scheduled);
-          fromWrite.push(now - written);
-          out.statuses[status] = (out.statuses[status] ?? 0) + 1;
-          out.requests++;
-        },
-        (err: Error) => {
-          failure ??= err;
-        },
-      ),
-    );
+  try {
+    return await sendAtRate(conns, raw, ms, rps);
+  } finally {
+    for (const c of conns) c.close();
   }
-  await Promise.all(inflight);
-  for (const c of conns) c.close();
-  if (failure !== null) throw failure;
-  return out;
 }
 
 /**
