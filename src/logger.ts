@@ -17,10 +17,12 @@ import {
 import { Producer, type ProducerStats, type Queued, type Reservation } from './pipeline/producer.ts';
 import {
   DamagedTableError,
+  type JsonChunk,
   type ReadChunk,
   type ReadQuery,
   readTable,
   type StreamOptions,
+  streamJson,
   streamRows,
 } from './read/query.ts';
 import { type Row, SCHEMAS, TABLE_NAMES, type TableName } from './schema/tables.ts';
@@ -920,16 +922,42 @@ export class Logger {
 
   /**
    * The slices of rows of a read (see streamRows: each about `chunkBytes` of values, read when
-   * the loop asks for it), with the values cut and the bytes of each; the HTTP reads use it.
-   * Shipped days are read with the Logger's object-storage settings.
+   * the loop asks for it), with the values cut and the bytes of each. Shipped days are read with
+   * the Logger's object-storage settings.
    */
-  async *readChunks(
+  readChunks(
     table: TableName,
     query: ReadQuery = {},
     opts: Omit<StreamOptions, 's3'> = {},
   ): AsyncGenerator<ReadChunk, void, undefined> {
+    return this.noteStreamDamage(
+      table,
+      query,
+      streamRows(this.layout, table, query, { ...opts, s3: this.s3 }),
+    );
+  }
+
+  /** The slices of readChunks as the rows' JSON text (see streamJson); the HTTP reads use it. */
+  readJsonChunks(
+    table: TableName,
+    query: ReadQuery = {},
+    opts: Omit<StreamOptions, 's3'> = {},
+  ): AsyncGenerator<JsonChunk, void, undefined> {
+    return this.noteStreamDamage(
+      table,
+      query,
+      streamJson(this.layout, table, query, { ...opts, s3: this.s3 }),
+    );
+  }
+
+  /** A read's slices, noting a damaged table it met, or that its days read whole again. */
+  private async *noteStreamDamage<C>(
+    table: TableName,
+    query: ReadQuery,
+    slices: AsyncGenerator<C, void, undefined>,
+  ): AsyncGenerator<C, void, undefined> {
     try {
-      yield* streamRows(this.layout, table, query, { ...opts, s3: this.s3 });
+      yield* slices;
     } catch (err) {
       this.noteReadFailure(err);
       throw err;

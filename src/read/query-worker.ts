@@ -1,14 +1,18 @@
 // Query worker: runs the two steps of a read with polars' synchronous API. `keys` answers which
 // rows (typed arrays, transferred); `fetch` reads a slice of them and hands it back as an Arrow IPC
-// buffer it owns (transferred without a copy, no pointer into the scanned buffers); `range` reads
+// buffer it owns (transferred without a copy, no pointer into the scanned buffers); `json` reads a
+// slice as `fetch` does and hands back the rows' JSON text (the HTTP answer's, built here rather
+// than on the server's event loop, which it held for hundreds of milliseconds); `range` reads
 // rows by their position in their files (rows committed since a follower last looked); `count`
 // counts the rows of a table's files by reading them (the shipper's check of a shipped table).
 
 import pl, { type DataFrame } from 'nodejs-polars';
 import type { TableName } from '../schema/tables.ts';
 import { exposeGc, serveTasks, transferResult } from '../storage/worker-pool.ts';
+import { rowsFromIpc } from './arrow-rows.ts';
 import type { FileEntry } from './files.ts';
 import type { NormalizedQuery } from './filters.ts';
+import { rowsJsonText } from './json.ts';
 import {
   type CloudOptions,
   type CutValue,
@@ -45,6 +49,16 @@ export interface FetchResult {
   cuts: CutValue[];
 }
 
+export interface JsonResult {
+  /** The rows' JSON, each preceded by a comma (rowsJsonText). */
+  json: Uint8Array;
+  /** Byte offset in `json` where each row ends. */
+  ends: Uint32Array;
+  cuts: CutValue[];
+  /** Bytes of the slice's values (its Arrow form), as `fetch` counts them. */
+  bytes: number;
+}
+
 /** A frame as an Arrow IPC buffer of its own, to transfer. */
 function ownIpc(df: DataFrame): Uint8Array<ArrayBuffer> {
   const buf = df.writeIPC({ compression: 'uncompressed' });
@@ -66,6 +80,14 @@ serveTasks({
     setImmediate(collectGarbage);
     const result: FetchResult = { ipc, cuts };
     return transferResult(result, [ipc.buffer]);
+  },
+  json: async (task: FetchTask) => {
+    const { df, cuts } = fetchRows(task);
+    const ipc = df.writeIPC({ compression: 'uncompressed' });
+    const { json, ends } = rowsJsonText(await rowsFromIpc(ipc), task.table);
+    setImmediate(collectGarbage);
+    const result: JsonResult = { json, ends, cuts, bytes: ipc.byteLength };
+    return transferResult(result, [json.buffer, ends.buffer] as ArrayBuffer[]);
   },
   range: (task: RangeTask) => {
     const ipc = ownIpc(rangeRows(task));

@@ -2,8 +2,9 @@
 // the live files of its days, then runs in two steps in query workers (polars, synchronous API):
 // the keys of the rows that answer it, in order, then those rows in slices of a bounded size,
 // each handed back as an Arrow IPC buffer and turned into rows in the main thread without
-// stalling the loop. Callers take the slices one at a time (streamRows), so memory follows a
-// slice, not the whole answer; readTable collects them, up to maxBytes.
+// stalling the loop, or (streamJson, for the HTTP answers) as the rows' JSON text, built in the
+// worker. Callers take the slices one at a time (streamRows), so memory follows a slice, not the
+// whole answer; readTable collects them, up to maxBytes.
 
 import { availableParallelism } from 'node:os';
 import type { LazyDataFrame } from 'nodejs-polars';
@@ -14,7 +15,7 @@ import { type ResolvedS3, resolveS3 } from '../storage/s3-config.ts';
 import { siblingModule, WorkerPool } from '../storage/worker-pool.ts';
 import { DamagedTableError, type FileEntry, findDamagedFile, pruneForNewest, resolveFiles } from './files.ts';
 import { type NormalizedQuery, normalizeQuery, type ReadQuery } from './filters.ts';
-import type { CountTask, FetchResult, KeysTask } from './query-worker.ts';
+import type { CountTask, FetchResult, JsonResult, KeysTask } from './query-worker.ts';
 import type { CloudOptions, CutValue, FetchPart, FetchTask, RangePart, RangeTask, RowKeys } from './scan.ts';
 
 /** Rows of a query worker's Arrow IPC answer; apache-arrow (~20 MiB) is loaded by the first read. */
@@ -65,6 +66,34 @@ export interface ReadChunk {
   /** Bytes of the slice's values (its Arrow form). */
   bytes: number;
 }
+
+/** A slice of a read's rows as the HTTP answer's JSON text, built in the read's worker. */
+export interface JsonChunk {
+  /** The rows' JSON (rowToJson), each preceded by a comma: `,{...},{...}`. */
+  json: Uint8Array;
+  /** Byte offset in `json` where each row ends. */
+  ends: Uint32Array;
+  /** String values cut to maxFieldChars; `row` indexes the slice's rows. */
+  cuts: CutValue[];
+  /** Bytes of the slice's values (its Arrow form). */
+  bytes: number;
+}
+
+/** What a worker hands back for a slice, and how it becomes the slice the caller gets. */
+interface SliceForm<C extends { bytes: number }> {
+  task: 'fetch' | 'json';
+  finish(result: never): Promise<C>;
+}
+
+const AS_ROWS: SliceForm<ReadChunk> = {
+  task: 'fetch',
+  finish: async (r: FetchResult) => ({ rows: await rowsOf(r.ipc), cuts: r.cuts, bytes: r.ipc.byteLength }),
+};
+
+const AS_JSON: SliceForm<JsonChunk> = {
+  task: 'json',
+  finish: async (r: JsonResult) => r,
+};
 
 /** A result collected in memory grew beyond the query's maxBytes. */
 export class ReadLimitError extends Error {
@@ -300,15 +329,30 @@ export async function* streamRows(
   opts: StreamOptions = {},
 ): AsyncGenerator<ReadChunk, void, undefined> {
   const q = normalizeQuery(table, query);
-  yield* streamNormalized(layout, q, { ...opts, s3: opts.s3 ?? resolveS3() }, { n: 0 });
+  yield* streamNormalized(layout, q, { ...opts, s3: opts.s3 ?? resolveS3() }, { n: 0 }, AS_ROWS);
 }
 
-async function* streamNormalized(
+/**
+ * The slices of streamRows as JSON text (rowToJson's), built where the query runs: the caller's
+ * thread only passes the bytes on (the HTTP answers).
+ */
+export async function* streamJson(
+  layout: InstanceLayout,
+  table: TableName,
+  query: ReadQuery = {},
+  opts: StreamOptions = {},
+): AsyncGenerator<JsonChunk, void, undefined> {
+  const q = normalizeQuery(table, query);
+  yield* streamNormalized(layout, q, { ...opts, s3: opts.s3 ?? resolveS3() }, { n: 0 }, AS_JSON);
+}
+
+async function* streamNormalized<C extends { bytes: number }>(
   layout: InstanceLayout,
   q: NormalizedQuery,
   opts: StreamOptions & { s3: ResolvedS3 },
   attempts: Attempts,
-): AsyncGenerator<ReadChunk, void, undefined> {
+  form: SliceForm<C>,
+): AsyncGenerator<C, void, undefined> {
   const { signal } = opts;
   const chunkBytes = opts.chunkBytes ?? STREAM_CHUNK_BYTES;
   let { files, keys } = await findRows(layout, q, opts, attempts);
@@ -326,24 +370,24 @@ async function* streamNormalized(
       parts: fetchParts(keys, start, n, files),
       cloudOptions: cloudOptionsFor(files, opts.s3),
     };
-    let result: FetchResult;
+    let result: never;
     try {
-      result = await queryPool().run<FetchResult>('fetch', task, [], signal);
+      result = await queryPool().run<never>(form.task, task, [], signal);
     } catch (err) {
       // Nothing handed out yet: the query can start over on a fresh listing.
       if (start > 0 || !(await mayRetry(err, attempts))) throw await readFailure(err, layout, q, opts);
       ({ files, keys } = await findRows(layout, q, opts, attempts));
       continue;
     }
-    const rows = await rowsOf(result.ipc);
+    const chunk = await form.finish(result);
     signal?.throwIfAborted();
     // Learn how many bytes of values a byte of these files holds.
     let fileBytes = 0;
     for (let i = start; i < start + n; i++) fileBytes += fileBytesPerRow(keys, i, files);
-    if (fileBytes > 0) expansion = Math.max(0.01, result.ipc.byteLength / fileBytes);
+    if (fileBytes > 0) expansion = Math.max(0.01, chunk.bytes / fileBytes);
     maxRows = Number.POSITIVE_INFINITY;
     start += n;
-    yield { rows, cuts: result.cuts, bytes: result.ipc.byteLength };
+    yield chunk;
   }
 }
 
@@ -425,6 +469,7 @@ export async function readTable(
           ...(opts.signal ? { signal: opts.signal } : {}),
         },
         attempts,
+        AS_ROWS,
       )) {
         bytes += chunk.bytes;
         if (bytes > q.maxBytes) throw new ReadLimitError(q.maxBytes);

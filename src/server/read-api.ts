@@ -10,9 +10,8 @@ import type { Logger } from '../index.ts';
 import {
   type CutValue,
   DamagedTableError,
-  type ReadChunk,
+  type JsonChunk,
   type ReadQuery,
-  rowToJson,
   StorageUnavailableError,
   validateQuery,
 } from '../read/index.ts';
@@ -201,14 +200,14 @@ function badRequest(err: unknown): { message: string; parameter?: string } | nul
 /**
  * The JSON answer, a slice of rows at a time: `{"rows":[...],"count":n}`, then
  * `"truncated_values"` when values were cut and `"incomplete"` when the byte limit ended it early.
+ * The rows' text comes from the read's worker; here it is only measured and passed on.
  */
 async function* answer(
-  table: TableName,
-  first: ReadChunk | undefined,
-  rest: AsyncGenerator<ReadChunk>,
+  first: JsonChunk | undefined,
+  rest: AsyncGenerator<JsonChunk>,
   limits: ReadLimits,
   stats: ReadStats,
-): AsyncGenerator<string> {
+): AsyncGenerator<Uint8Array> {
   const limit = limits.read_response_limit_bytes;
   const cuts: CutValue[] = [];
   let count = 0;
@@ -218,23 +217,26 @@ async function* answer(
   let chunk = first;
   try {
     while (chunk !== undefined && !full) {
-      const parts: string[] = [head];
-      head = '';
       const cutsOf = Map.groupBy(chunk.cuts, (c) => c.row);
-      for (let i = 0; i < chunk.rows.length; i++) {
-        const text = (count === 0 ? '' : ',') + JSON.stringify(rowToJson(chunk.rows[i]!, table));
+      // Each row's text starts with a comma; the answer's first row goes without it.
+      const from = count === 0 ? 1 : 0;
+      let to = from;
+      for (let i = 0; i < chunk.ends.length; i++) {
         const rowCuts = (cutsOf.get(i) ?? []).map((c) => ({ ...c, row: count }));
-        const size = Buffer.byteLength(text) + rowCuts.reduce((n, c) => n + JSON.stringify(c).length + 1, 0);
+        const end = chunk.ends[i]!;
+        const size = end - to + rowCuts.reduce((n, c) => n + JSON.stringify(c).length + 1, 0);
         if (bytes + size + TAIL_BYTES > limit) {
           full = true;
           break;
         }
         bytes += size;
-        parts.push(text);
+        to = end;
         cuts.push(...rowCuts);
         count++;
       }
-      yield parts.join('');
+      if (head !== '') yield Buffer.from(head);
+      head = '';
+      if (to > from) yield chunk.json.subarray(from, to);
       if (full) break;
       const next = await rest.next();
       chunk = next.done ? undefined : next.value;
@@ -255,7 +257,7 @@ async function* answer(
     };
     tail += `,"incomplete":${JSON.stringify(incomplete)}`;
   }
-  yield `${tail}}`;
+  yield Buffer.from(`${tail}}`);
 }
 
 /** Registers the read endpoints with their limits; returns their counters. */
@@ -312,12 +314,12 @@ export function registerReadRoutes(
       }
     });
 
-    const chunks = logger.readChunks(
+    const chunks = logger.readJsonChunks(
       table,
       { ...query, maxFieldChars: limits.read_field_limit_chars },
       { signal: controller.signal },
     );
-    let first: IteratorResult<ReadChunk>;
+    let first: IteratorResult<JsonChunk>;
     try {
       // Errors of the query itself come before the first slice: they still get a status of their own.
       first = await chunks.next();
@@ -345,7 +347,7 @@ export function registerReadRoutes(
       throw err;
     }
 
-    const parts = answer(table, first.done ? undefined : first.value, chunks, limits, stats);
+    const parts = answer(first.done ? undefined : first.value, chunks, limits, stats);
     const body = Readable.from(closeWhenStalled(parts, reply), {
       objectMode: false,
       highWaterMark: 64 * 1024,
@@ -368,7 +370,7 @@ export function registerReadRoutes(
 }
 
 /** The answer's parts, closing the connection when the client takes none for SEND_STALL_MS. */
-async function* closeWhenStalled(parts: AsyncGenerator<string>, reply: FastifyReply): AsyncGenerator<string> {
+async function* closeWhenStalled<P>(parts: AsyncGenerator<P>, reply: FastifyReply): AsyncGenerator<P> {
   for await (const part of parts) {
     const timer = setTimeout(() => reply.raw.destroy(), SEND_STALL_MS);
     try {

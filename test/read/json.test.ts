@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { isoFromMicros, rowToJson } from '../../src/read/index.ts';
+import { rowsJsonText } from '../../src/read/json.ts';
 
 describe('isoFromMicros', () => {
   test('microseconds kept, negative times floor correctly', () => {
@@ -63,5 +64,37 @@ describe('rowToJson', () => {
       ['is_monotonic', true],
       ['metric_name', 'cpu'],
     ]);
+  });
+});
+
+describe('rowsJsonText', () => {
+  test("each row's rowToJson text after a comma, and the byte offset where each ends", () => {
+    // Multi-byte characters (2, 3 and 4 bytes in UTF-8) and rows enough to grow the first buffer.
+    const rows = Array.from({ length: 300 }, (_, i) => ({
+      project_id: 'p',
+      event_ts: 1_700_000_000_000_000n + BigInt(i),
+      body: `${i} é€😀 ${'x'.repeat(i * 3)}`,
+      severity_number: i,
+    }));
+    const { json, ends } = rowsJsonText(rows, 'logs');
+    assert.equal(ends.length, rows.length);
+    let start = 0;
+    for (let i = 0; i < rows.length; i++) {
+      const text = Buffer.from(json.subarray(start, ends[i])).toString('utf8');
+      assert.equal(text, `,${JSON.stringify(rowToJson(rows[i]!, 'logs'))}`);
+      start = ends[i]!;
+    }
+    assert.equal(json.byteLength, start);
+    // The whole is a JSON array once bracketed (its first comma dropped).
+    const all = JSON.parse(`[${Buffer.from(json.subarray(1)).toString('utf8')}]`);
+    assert.equal(all[299].body.slice(0, 9), '299 é€😀 ');
+    // A buffer of its own: handed over whole, it carries nothing beyond the text.
+    assert.equal(json.buffer.byteLength, json.byteLength);
+  });
+
+  test('no rows: no text', () => {
+    const { json, ends } = rowsJsonText([], 'spans');
+    assert.equal(json.byteLength, 0);
+    assert.equal(ends.length, 0);
   });
 });

@@ -1,6 +1,7 @@
 // Bounded reads, outside in: a server in its own process answers reads of 50 MB rows with their
-// values cut and its memory bounded, refuses reads beyond max_concurrent_reads with 503 and
-// Retry-After, and cancels the read of a client that goes away.
+// values cut and its memory bounded, answers a read of 10,000 rows without its own heap growing
+// (the rows become JSON in the read process), refuses reads beyond max_concurrent_reads with 503
+// and Retry-After, and cancels the read of a client that goes away.
 
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
@@ -33,9 +34,18 @@ const FIELD_LIMIT = 1024 * 1024;
  */
 const PEAK_RSS_BOUND_MIB = 1024;
 const WIDE_ROWS = 160;
+/** Rows of about 2 KB for a read of MAX_LIMIT rows: an answer of ~25 MB. */
+const MANY_ROWS = 10_000;
+/**
+ * How much the server's JS heap may grow while it answers them. Turning the rows into JSON on its
+ * event loop took it from 29 to 121-128 MiB in bench/read-bounds.ts (heap used, 10,000 rows).
+ */
+const HEAP_GROWTH_BOUND_MIB = 24;
 
 let dir: string;
 let server: ChildServer;
+/** The text the rows' bodies are cut from. */
+let text: string;
 
 function row(project: string, i: number, body: string): Row {
   const ts = BigInt(Date.parse(`${DAY}T00:00:00Z`)) * 1000n + BigInt(i) * 1000n;
@@ -46,7 +56,7 @@ before(async () => {
   dir = await mkdtemp(join(tmpdir(), 'otelake-read-bounds-'));
   const layout = new InstanceLayout(dir, 'rb');
   // Incompressible text, so that each 50 MB row is a file of about that size.
-  const text = randomBytes((BIG_CHARS * 3) / 4).toString('base64');
+  text = randomBytes((BIG_CHARS * 3) / 4).toString('base64');
   for (let i = 0; i < BIG_ROWS; i++) await appendRows(layout, DAY, 'logs', [row('big', i, `${i}${text}`)]);
   // 160 rows of 256 KiB: an answer of 40 MB, more than the sockets between client and server hold.
   const wide = text.slice(0, 256 * 1024);
@@ -55,6 +65,12 @@ before(async () => {
     DAY,
     'logs',
     Array.from({ length: WIDE_ROWS }, (_, i) => row('wide', i, `${i}${wide}`)),
+  );
+  await appendRows(
+    layout,
+    DAY,
+    'logs',
+    Array.from({ length: MANY_ROWS }, (_, i) => row('many', i, `${i} ${text.slice(i, i + 2048)}`)),
   );
   await closeDeltaWorkers();
   server = await startChildServer(dir, 'rb', { server_config: { max_concurrent_reads: 1 } });
@@ -100,6 +116,31 @@ describe('bounded reads (server in its own process)', () => {
     );
     assert.equal(body.incomplete, undefined);
     assert.ok(peak < PEAK_RSS_BOUND_MIB, `peak RSS ${peak.toFixed(0)} MiB`);
+  });
+
+  test(`10,000 rows: the server's JS heap grows by less than ${HEAP_GROWTH_BOUND_MIB} MiB while it answers`, async (t) => {
+    const heapUsed = async (): Promise<number> =>
+      (await getJson(`${server.url}/healthz`)).body.memory.heap_used / 2 ** 20;
+    const start = await heapUsed();
+    let most = start;
+    let reading = true;
+    const sampling = (async () => {
+      while (reading) {
+        most = Math.max(most, await heapUsed());
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    })();
+    const res = await fetch(`${server.url}/api/logs?project_id=many&limit=${MANY_ROWS}&select=body`);
+    const body = (await res.json()) as Json;
+    reading = false;
+    await sampling;
+    t.diagnostic(
+      `server heap used ${start.toFixed(0)} MiB before the read, ${most.toFixed(0)} MiB at most during it`,
+    );
+    assert.equal(res.status, 200);
+    assert.equal(body.count, MANY_ROWS);
+    assert.equal(body.rows[0].body, `${MANY_ROWS - 1} ${text.slice(MANY_ROWS - 1, MANY_ROWS - 1 + 2048)}`);
+    assert.ok(most - start < HEAP_GROWTH_BOUND_MIB, `heap grew by ${(most - start).toFixed(0)} MiB`);
   });
 
   test('beyond max_concurrent_reads: 503 with Retry-After; a client that goes away cancels its read', async () => {
