@@ -12,7 +12,7 @@ import { link, mkdir, open, readdir, readFile, rename, stat, unlink } from 'node
 import { availableParallelism } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import type { TableSchema } from '../schema/tables.ts';
-import { siblingModule, WorkerPool } from '../storage/worker-pool.ts';
+import { siblingModule, WORKER_IDLE_MS, WorkerPool } from '../storage/worker-pool.ts';
 import { VERSION } from '../version.ts';
 import {
   type Action,
@@ -190,6 +190,7 @@ function deltaPool(): WorkerPool {
       // one gave the same throughput and 80-130 MiB more peak RSS. A second starts when a task
       // has waited PARQUET_SPARE_AFTER_MS, e.g. behind a sealed day's OPTIMIZE.
       spareAfterMs: PARQUET_SPARE_AFTER_MS,
+      idleMs: WORKER_IDLE_MS,
     });
   }
   return pool;

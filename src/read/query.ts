@@ -153,7 +153,7 @@ function queryPool(): WorkerPool {
       ? {
           isolation: 'process',
           oomScoreAdj: READ_PROCESS_OOM_SCORE_ADJ,
-          spareIdleMs: READ_PROCESS_IDLE_MS,
+          idleMs: READ_PROCESS_IDLE_MS,
           retireAboveAnonymousBytes: processesFor() / 4,
         }
       : {}),

@@ -19,7 +19,7 @@ import { AttributeLimiter, type AttributeLimits } from '../otlp/limits.ts';
 import { InvalidProjectIdError } from '../schema/project.ts';
 import { SCHEMAS, TABLE_NAMES, type TableName } from '../schema/tables.ts';
 import { RowNormalizer, type ValidationSettings } from '../schema/validate.ts';
-import { siblingModule, WorkerPool } from '../storage/worker-pool.ts';
+import { siblingModule, WORKER_IDLE_MS, WorkerPool } from '../storage/worker-pool.ts';
 import { BodyError, decompress, decompressAsync, gzipAnnouncedSize, isGzip, needsAsync } from './body.ts';
 import { KeptDecompressors } from './kept-decompressors.ts';
 
@@ -283,6 +283,7 @@ export class Decoders {
         // V8 grew a busy decoder's heap to ~170 MB, ~60 MB of it young (peak server RSS 1.1-1.2 GB with
         // gzip bodies); capped, RSS stayed at 830-900 MiB at the same throughput.
         resourceLimits: { maxYoungGenerationSizeMb: DECODER_YOUNG_GENERATION_MB },
+        idleMs: WORKER_IDLE_MS,
       });
     } else this.pool = null;
   }

@@ -63,6 +63,34 @@ describe('WorkerPool', () => {
     await pool.close();
   });
 
+  it('with idleMs, every worker stops once idle, the first too; the next task starts one', async () => {
+    const pool = new WorkerPool(url, { name: 'otelake-test', size: 2, idleMs: 200 });
+    const [a, b] = await Promise.all([pool.run('slow', 50), pool.run('slow', 50)]);
+    assert.deepEqual([a, b], [50, 50]);
+    assert.equal(pool.workers, 2);
+    // A task within idleMs keeps its worker: the timer starts again from its answer.
+    await new Promise((r) => setTimeout(r, 120));
+    const first = (await pool.run<{ threadId: number }>('whoami', null)).threadId;
+    await new Promise((r) => setTimeout(r, 120));
+    assert.equal(pool.workers, 1, 'the worker idle for 240 ms stopped, the one that took a task stays');
+    assert.equal((await pool.run<{ threadId: number }>('whoami', null)).threadId, first);
+    await new Promise((r) => setTimeout(r, 400));
+    assert.equal(pool.workers, 0, 'idle for idleMs, the first stopped too');
+    const next = (await pool.run<{ threadId: number }>('whoami', null)).threadId;
+    assert.notEqual(next, first, 'a new worker took the next task');
+    assert.equal(pool.workers, 1);
+    await pool.close();
+  });
+
+  it('without idleMs the first worker stays, however long idle', async () => {
+    const pool = new WorkerPool(url, { name: 'otelake-test', size: 1, spareIdleMs: 50 });
+    const first = (await pool.run<{ threadId: number }>('whoami', null)).threadId;
+    await new Promise((r) => setTimeout(r, 200));
+    assert.equal(pool.workers, 1);
+    assert.equal((await pool.run<{ threadId: number }>('whoami', null)).threadId, first);
+    await pool.close();
+  });
+
   it('rejects the task of a worker that dies and replaces the worker', async () => {
     const pool = new WorkerPool(url, { name: 'otelake-test', size: 1 });
     await assert.rejects(pool.run('crash', null), /exited with code 3/);
@@ -192,7 +220,7 @@ describe('WorkerPool', () => {
     it('a process stops once idle, and once a task leaves it above retireAboveAnonymousBytes', async () => {
       const pool = new WorkerPool(url, {
         ...processes,
-        spareIdleMs: 200,
+        idleMs: 200,
         retireAboveAnonymousBytes: 256 * 1024 * 1024,
       });
       const small = await pool.run<number>('hold', 16);
@@ -202,7 +230,7 @@ describe('WorkerPool', () => {
       assert.notEqual((await pool.run<Who>('pid', null)).pid, big, 'holding 332 MiB, it was replaced');
       assert.equal(pool.workers, 1);
       await new Promise((r) => setTimeout(r, 500));
-      assert.equal(pool.workers, 0, 'idle for spareIdleMs, the only process stopped too');
+      assert.equal(pool.workers, 0, 'idle for idleMs, the only process stopped too');
       await pool.close();
     });
   });

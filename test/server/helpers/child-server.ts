@@ -70,7 +70,7 @@ export async function startChildServer(
 }
 
 /** A field of /proc/<pid>/status in MiB (Linux). */
-export async function memoryMiB(pid: number, field: 'VmRSS' | 'VmHWM'): Promise<number> {
+export async function memoryMiB(pid: number, field: 'VmRSS' | 'VmHWM' | 'RssAnon'): Promise<number> {
   const status = await readFile(`/proc/${pid}/status`, 'utf8');
   const kb = Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(status)?.[1]);
   if (!Number.isFinite(kb)) throw new Error(`no ${field} in /proc/${pid}/status`);
