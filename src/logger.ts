@@ -6,7 +6,7 @@ import { mkdir } from 'node:fs/promises';
 import type { LazyDataFrame } from 'nodejs-polars';
 import { BatchBuilder, type BatchPart, type PackedBatch, sliceBatch } from './delta/batch.ts';
 import { dataFileProblems } from './delta/check.ts';
-import { DeltaTable } from './delta/table.ts';
+import { DeltaTable, warmDeltaWorkers } from './delta/table.ts';
 import {
   Aggregator,
   type AggregatorEvent,
@@ -502,6 +502,7 @@ export class Logger {
     if (this.state !== 'created') throw new Error(`cannot start a logger that is ${this.state}`);
     this.aggregator!.start();
     this.state = 'running';
+    warmDeltaWorkers(); // loaded before the first file is due
     this.shipper!.start(); // resumes unfinished past days (shipper_enabled and S3 configured)
   }
 
@@ -636,6 +637,7 @@ export class Logger {
     };
     if (this.state !== 'running') return settle(this.state === 'created' ? 'not_started' : 'stopped');
     if (rows === 0) return settle('accepted');
+    warmDeltaWorkers(); // loading while the rows wait in the queue, not once a file is due
     const down = this.unavailable(entries.map((e) => e.table));
     if (down) return settle('unavailable', down);
     const res = await this.producer!.reserve(rows, opts.waitMs, false, opts.projects);

@@ -196,6 +196,15 @@ function deltaPool(): WorkerPool {
   return pool;
 }
 
+/**
+ * Starts the Parquet worker if none is running: the first write after a start, or after it stopped
+ * idle, would otherwise wait 0.3-0.5 s for it to load, and a burst of ingest with it (the queue
+ * fills meanwhile).
+ */
+export function warmDeltaWorkers(): void {
+  deltaPool().warm();
+}
+
 /** Stops the shared Parquet worker pool (it restarts on the next write). */
 export async function closeDeltaWorkers(): Promise<void> {
   const p = pool;

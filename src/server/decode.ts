@@ -217,6 +217,13 @@ export interface DecoderInit {
 const DECODER_YOUNG_GENERATION_MB = 16;
 
 /**
+ * While no decode worker has loaded, bodies up to this size (as sent and decompressed) are decoded
+ * on the event loop rather than waiting for one: an SDK's batch of 512 items (~50-250 KB), not a
+ * Collector's 8,192, which would hold the loop longer than the wait.
+ */
+const WARMING_BODY_BYTES = 512 * 1024;
+
+/**
  * Bodies of at most this many bytes, as sent and decompressed, are decoded on the event loop even
  * when there are decode workers. Posting a body to a worker and its result back cost ~55-120 µs of
  * CPU on a slow day of this project's 2-core machine (two threads woken, the result serialized),
@@ -243,8 +250,11 @@ export interface DecodersOptions {
 
 /** Bodies decoded so far, by where (/healthz `decode`). */
 export interface DecodeStats {
+  /** Bodies decoded on the event loop and by the workers since start. */
   event_loop: number;
   workers: number;
+  /** Workers running now, their module loaded (they stop after WORKER_IDLE_MS idle). */
+  running: number;
 }
 
 /**
@@ -260,7 +270,7 @@ export class Decoders {
   /** Decodes on the event loop: every body without workers, small ones with them. */
   private readonly inline: RequestDecoder;
   private readonly inlineBodyBytes: number;
-  private readonly counts: DecodeStats = { event_loop: 0, workers: 0 };
+  private readonly counts = { event_loop: 0, workers: 0 };
 
   /** Settles, once, whether protobuf is decoded: the ingest route and /healthz read `protobuf`. */
   static async create(o: DecodersOptions): Promise<Decoders> {
@@ -285,6 +295,8 @@ export class Decoders {
         resourceLimits: { maxYoungGenerationSizeMb: DECODER_YOUNG_GENERATION_MB },
         idleMs: WORKER_IDLE_MS,
       });
+      // Loaded before the first requests come, so that they need not wait or be decoded here.
+      this.pool.warm();
     } else this.pool = null;
   }
 
@@ -293,7 +305,14 @@ export class Decoders {
    * worker; a body that does not own its whole buffer is copied once to cross threads.
    */
   async decode(task: DecodeTask): Promise<DecodeResult> {
-    const here = this.pool ? this.small(task) : task;
+    let limit = this.inlineBodyBytes;
+    if (this.pool && this.pool.readyWorkers === 0) {
+      // No worker has loaded (just started, or they stopped idle): a start takes 0.3-0.4 s on a
+      // slow day. Bodies up to WARMING_BODY_BYTES are decoded here meanwhile.
+      this.pool.warm();
+      limit = Math.max(limit, WARMING_BODY_BYTES);
+    }
+    const here = this.pool ? this.small(task, limit) : task;
     if (here !== null) {
       this.counts.event_loop++;
       const ready = await undoAsyncCodings(here);
@@ -311,8 +330,8 @@ export class Decoders {
    * costs the event loop no more); null for any other, which a worker decodes (and words the
    * error of one that cannot be decompressed).
    */
-  private small(task: DecodeTask): DecodeTask | null {
-    const limit = Math.min(this.inlineBodyBytes, task.bodyLimit);
+  private small(task: DecodeTask, inlineBodyBytes: number): DecodeTask | null {
+    const limit = Math.min(inlineBodyBytes, task.bodyLimit);
     const body = task.body;
     if (body.length > limit || needsAsync(task.codings)) return null;
     if (task.codings.length === 0) return task;
@@ -331,7 +350,7 @@ export class Decoders {
   }
 
   stats(): DecodeStats {
-    return { ...this.counts };
+    return { ...this.counts, running: this.pool?.readyWorkers ?? 0 };
   }
 
   async close(): Promise<void> {

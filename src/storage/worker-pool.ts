@@ -2,8 +2,10 @@
 // writes, checkpoints and compactions, decoding request bodies, queries. Polars runs here with its
 // synchronous API, so a native panic surfaces as a catchable error instead of aborting the
 // process. A pool may recycle its workers after a number of tasks, as polars frees native memory
-// only when V8 collects. A pool may run its workers as child processes instead (`isolation`):
-// the server's reads do, so that a read the memory limit cannot hold is killed alone.
+// only when V8 collects, and stop them once idle. A task goes only to a worker that has loaded its
+// module (each says so), so that none waits for a load while another worker could answer. A pool
+// may run its workers as child processes instead (`isolation`): the server's reads do, so that a
+// read the memory limit cannot hold is killed alone.
 
 import { type ChildProcess, fork } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -26,8 +28,12 @@ export function siblingModule(importMetaUrl: string, name: string): URL {
 }
 
 type Pending = { resolve: (v: unknown) => void; reject: (e: Error) => void };
-/** A worker's answer to task `id`; from a child process first `{ id, started }` as it takes it. */
+/**
+ * What a worker posts: `{ ready }` once its module has loaded and it takes tasks; its answer to
+ * task `id`, and from a child process first `{ id, started }` as it takes it.
+ */
 type Answer =
+  | { ready: true }
   | { id: number; ok: boolean; result?: unknown; error?: string; returned?: unknown }
   | { id: number; started: true };
 /** A task as a worker receives it. */
@@ -63,9 +69,10 @@ export class WorkerProcessEnded extends Error {
 /**
  * How long an ingest worker (a decoder, the Parquet writer) waits idle before it stops: its heap
  * and code are not given back while it waits. After 15 s of ingest, the server held 216-220 MiB
- * of RSS idle against 155 once they stopped (a major collection in each kept 199). The next
- * request waits for a start: 0.3 s from one client on a slow day, up to 0.75 s from eight. A
- * minute: an SDK exports every 1-60 s.
+ * of RSS idle against 141-155 once they stopped (a major collection in each kept 199). A start
+ * takes 0.3-0.5 s on a slow day, which the requests do not wait for (the decoders decode on the
+ * event loop meanwhile; the logger starts the Parquet worker with the first request). A minute:
+ * an SDK exports every 1-60 s.
  */
 export const WORKER_IDLE_MS = 60_000;
 
@@ -83,6 +90,8 @@ interface Slot {
   pending: Map<number, Queued>;
   /** Tasks a child process said it started (those it had not are run again if it dies). */
   started: Set<number>;
+  /** Its module has loaded: a task posted now starts at once. */
+  ready: boolean;
 }
 
 export interface WorkerPoolOptions {
@@ -213,6 +222,22 @@ export class WorkerPool {
     });
   }
 
+  /** Workers that have loaded their module (a task posted to one starts without a wait to load). */
+  get readyWorkers(): number {
+    let n = 0;
+    for (const s of this.slots) if (s.ready && !s.retiring) n++;
+    return n;
+  }
+
+  /**
+   * Starts a worker if none is running, without a task: a caller that does the work itself
+   * meanwhile (the first requests after the workers stopped idle) hands it over once one is
+   * ready (`readyWorkers`).
+   */
+  warm(): void {
+    if (!this.closed && this.slots.length === 0) this.spawn();
+  }
+
   get queuedTasks(): number {
     return this.queue.length;
   }
@@ -224,10 +249,15 @@ export class WorkerPool {
 
   private dispatch(): void {
     while (this.queue.length > 0) {
-      let slot = this.idlest();
+      const slot = this.idlest();
+      // A new worker takes tasks once it is ready.
       if ((!slot || slot.pending.size > 0) && this.slots.length < this.opts.size && this.spareDue())
-        slot = this.spawn();
-      if (!slot) return;
+        this.spawn();
+      if (!slot) {
+        // Workers still loading keep the process alive for the tasks that wait for them.
+        for (const s of this.slots) if (!s.ready) s.worker.ref();
+        return;
+      }
       const job = this.queue.shift()!;
       const id = this.nextId++;
       if (slot.idleTimer) clearTimeout(slot.idleTimer);
@@ -255,11 +285,15 @@ export class WorkerPool {
     return false;
   }
 
-  /** The worker with the fewest tasks in flight that can take one more, if any. */
+  /**
+   * The ready worker with the fewest tasks in flight that can take one more, if any. A worker still
+   * loading takes none: a task given to it would wait for its load (0.3-0.5 s on a slow day) where
+   * a busy one may answer first.
+   */
   private idlest(): Slot | undefined {
     let best: Slot | undefined;
     for (const s of this.slots) {
-      if (s.retiring || s.pending.size >= this.opts.maxInFlight) continue;
+      if (!s.ready || s.retiring || s.pending.size >= this.opts.maxInFlight) continue;
       if (!best || s.pending.size < best.pending.size) best = s;
     }
     return best;
@@ -274,6 +308,7 @@ export class WorkerPool {
       idleTimer: null,
       pending: new Map(),
       started: new Set(),
+      ready: false,
     };
     const answered = (msg: Answer) => this.answered(slot, msg);
     slot.worker = this.processes ? this.spawnProcess(slot, answered) : this.spawnThread(slot, answered);
@@ -296,6 +331,7 @@ export class WorkerPool {
     worker.on('exit', (code) => {
       if (slot.pending.size > 0) this.fail(slot, new Error(`worker exited with code ${code}`));
       this.remove(slot);
+      if (!slot.ready) this.failStart(new Error(`worker exited with code ${code} before it was ready`));
     });
     return {
       post: (message, transfer) => worker.postMessage(message, transfer),
@@ -331,7 +367,10 @@ export class WorkerPool {
         this.queue.unshift(job);
       }
       if (slot.pending.size > 0) this.fail(slot, new WorkerProcessEnded(this.opts.name, code, signal));
-      else {
+      else if (!slot.ready) {
+        this.remove(slot);
+        this.failStart(new WorkerProcessEnded(this.opts.name, code, signal));
+      } else {
         this.remove(slot);
         this.dispatch();
       }
@@ -358,6 +397,16 @@ export class WorkerPool {
   }
 
   private answered(slot: Slot, msg: Answer): void {
+    if ('ready' in msg) {
+      slot.ready = true;
+      this.dispatch();
+      if (slot.pending.size === 0) {
+        // Given nothing (started by warm(), or its tasks went to a busy worker first).
+        slot.worker.unref();
+        this.idleStop(slot);
+      }
+      return;
+    }
     if ('started' in msg) {
       slot.started.add(msg.id);
       return;
@@ -412,7 +461,19 @@ export class WorkerPool {
     slot.pending.clear();
     this.remove(slot);
     void slot.worker.terminate();
-    this.dispatch();
+    if (!slot.ready) this.failStart(err);
+    else this.dispatch();
+  }
+
+  /**
+   * A worker ended before it was ready (its module failed to load, or it was killed starting). The
+   * tasks waiting go to a worker that is ready, if any; else they fail with why, rather than each
+   * starting another that may fail alike.
+   */
+  private failStart(err: Error): void {
+    if (this.closed) return;
+    if (this.readyWorkers > 0) this.dispatch();
+    else for (const q of this.queue.splice(0)) q.p.reject(err);
   }
 
   private retire(slot: Slot): void {
@@ -496,6 +557,7 @@ export function serveTasks(handlers: TaskHandlers): void {
       }
     }
   });
+  port.postMessage({ ready: true });
 }
 
 /** Where tasks come from: the parent thread's port, or a child process's channel to its parent. */

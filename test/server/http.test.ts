@@ -19,6 +19,7 @@ import {
   readUntil,
   startServer,
   type TestServer,
+  waitDecodeWorker,
   waitWritten,
 } from './helpers/harness.ts';
 
@@ -288,10 +289,12 @@ describe('where a body is decoded', () => {
     const s = await startServer(); // decode workers, one per core
     try {
       const where = async () => {
-        const { threads, ...bodies } = (await getJson(`${s.url}/healthz`)).body.decode;
+        const { threads, running, ...bodies } = (await getJson(`${s.url}/healthz`)).body.decode;
         assert.ok(threads >= 1, `${threads} decode threads`);
+        assert.ok(running >= 1 && running <= threads, `${running} of ${threads} decode threads running`);
         return bodies;
       };
+      await waitDecodeWorker(s.url);
       const lines = (n: number, text: string) => Array.from({ length: n }, (_, i) => `${text} ${i}`);
       const send = async (body: string | Buffer, headers: Record<string, string> = {}) =>
         post(`${s.url}/v1/logs`, body, { ...JSON_CT, ...headers });
@@ -812,6 +815,7 @@ describe('/healthz, /api parameters and the OpenAPI document', () => {
   const count = 150;
   before(async () => {
     s = await startServer();
+    await waitDecodeWorker(s.url);
     const bodies = Array.from({ length: count }, (_, i) => `message ${i}${i % 10 === 0 ? ' needle' : ''}`);
     assert.equal((await post(`${s.url}/v1/logs`, logsRequest('reads', bodies, 'api-svc'))).status, 200);
     await waitWritten(s.url, count);
@@ -837,7 +841,7 @@ describe('/healthz, /api parameters and the OpenAPI document', () => {
     assert.ok(['event_loop', 'pool'].includes(body.wal.write_path), `wal.write_path ${body.wal.write_path}`);
     assert.deepEqual(
       body.decode,
-      { threads: body.decode.threads, event_loop: 0, workers: 1 },
+      { threads: body.decode.threads, event_loop: 0, workers: 1, running: body.decode.running },
       'one body of 150 records: a decode worker',
     );
     assert.ok(body.decode.threads >= 1);

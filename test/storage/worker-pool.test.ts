@@ -1,9 +1,16 @@
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { siblingModule, WorkerPool, WorkerProcessEnded } from '../../src/storage/worker-pool.ts';
 
 const url = siblingModule(import.meta.url, 'fixtures/echo-worker');
+
+/** Starts `n` workers and waits until each has loaded (a task goes only to a loaded worker). */
+async function started(pool: WorkerPool, n: number): Promise<void> {
+  await Promise.all(Array.from({ length: n }, () => pool.run('echo', null)));
+  while (pool.readyWorkers < n) await new Promise((r) => setTimeout(r, 5));
+}
 
 describe('WorkerPool', () => {
   it('runs tasks, transfers typed arrays both ways and reports task errors', async () => {
@@ -38,6 +45,7 @@ describe('WorkerPool', () => {
 
   it('runs at most `size` tasks at once and queues the rest', async () => {
     const pool = new WorkerPool(url, { name: 'otelake-test', size: 2 });
+    await started(pool, 2);
     const runs = [pool.run('slow', 100), pool.run('slow', 100), pool.run('slow', 100)];
     await new Promise((r) => setTimeout(r, 20));
     assert.equal(pool.queuedTasks, 1);
@@ -91,6 +99,44 @@ describe('WorkerPool', () => {
     await pool.close();
   });
 
+  it('a task waits for a busy loaded worker rather than for a new one to load', async () => {
+    const pool = new WorkerPool(url, { name: 'otelake-test', size: 2, workerData: { loadMs: 300 } });
+    await started(pool, 1);
+    const first = (await pool.run<{ threadId: number }>('whoami', null)).threadId;
+    const busy = pool.run('slow', 50);
+    const t0 = performance.now();
+    const next = pool.run<{ threadId: number }>('whoami', null);
+    assert.equal(pool.workers, 2, 'a second worker is starting');
+    assert.equal((await next).threadId, first, 'the loaded worker took it once free');
+    assert.ok(performance.now() - t0 < 250, `answered in ${(performance.now() - t0).toFixed(0)} ms`);
+    await busy;
+    await pool.close();
+  });
+
+  it('a worker that cannot load fails the tasks waiting for it, and no other starts', async () => {
+    const pool = new WorkerPool(url, {
+      name: 'otelake-test',
+      size: 2,
+      workerData: { failLoad: 'no such module' },
+    });
+    const runs = [pool.run('echo', 1), pool.run('echo', 2)];
+    for (const run of runs) await assert.rejects(run, /no such module/);
+    await new Promise((r) => setTimeout(r, 100));
+    assert.equal(pool.workers, 0);
+    assert.equal(pool.queuedTasks, 0);
+    await pool.close();
+  });
+
+  it('a task waiting for a worker still loading keeps the process alive until it is answered', () => {
+    const fixture = new URL('./fixtures/wait-for-load.ts', import.meta.url).pathname;
+    const out = spawnSync(process.execPath, [...process.execArgv, fixture], {
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
+    assert.equal(out.status, 0, out.stderr);
+    assert.equal(out.stdout.trim(), 'answered');
+  });
+
   it('rejects the task of a worker that dies and replaces the worker', async () => {
     const pool = new WorkerPool(url, { name: 'otelake-test', size: 1 });
     await assert.rejects(pool.run('crash', null), /exited with code 3/);
@@ -105,6 +151,7 @@ describe('WorkerPool', () => {
       maxInFlight: 2,
       workerData: { role: 'decode' },
     });
+    await started(pool, 2);
     const runs = [100, 100, 100, 100, 100].map((ms) => pool.run<number>('busy', ms));
     await new Promise((r) => setTimeout(r, 20));
     assert.equal(pool.queuedTasks, 1, 'two workers take two tasks each, the fifth waits');
@@ -145,6 +192,7 @@ describe('WorkerPool', () => {
 
   it('an aborted signal takes a waiting task out of the queue and rejects a running one at once', async () => {
     const pool = new WorkerPool(url, { name: 'otelake-test', size: 1 });
+    await started(pool, 1);
     const first = new AbortController();
     const second = new AbortController();
     const running = pool.run('slow', 200, [], first.signal);

@@ -90,6 +90,15 @@ export async function waitWritten(url: string, rows: number, timeoutMs = 15_000)
   }
 }
 
+/** Waits until a decode worker has started and loaded (the server starts one as it starts). */
+export async function waitDecodeWorker(url: string, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while ((await getJson(`${url}/healthz`)).body.decode.running < 1) {
+    if (Date.now() > deadline) throw new Error(`no decode worker running after ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
 /** Polls a read endpoint until it returns at least `count` rows (rows are written asynchronously). */
 export async function readUntil(url: string, count: number, timeoutMs = 10_000): Promise<Json[]> {
   const deadline = Date.now() + timeoutMs;

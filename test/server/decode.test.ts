@@ -1,0 +1,84 @@
+// Where the server's Decoders decode a body while their worker is loading: a body larger than the
+// event loop's usual share, up to WARMING_BODY_BYTES, is decoded on the loop rather than waiting
+// for the worker's start; once the worker has loaded, it takes such bodies again. A larger body
+// waits for it.
+
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { Decoders, type DecodeTask, INLINE_BODY_BYTES } from '../../src/server/decode.ts';
+import { DEFAULT_SETTINGS } from '../otlp/helpers.ts';
+
+const LIMITS = { countLimit: 128, valueLengthLimit: 4096 };
+
+/** A JSON logs request of `n` records of about `bytes` each. */
+function logsBody(n: number, bytes: number): Buffer {
+  const logRecords = Array.from({ length: n }, (_, i) => ({
+    timeUnixNano: String(1_700_000_000_000_000_000n + BigInt(i)),
+    body: { stringValue: `${i} ${'x'.repeat(bytes)}` },
+  }));
+  return Buffer.from(JSON.stringify({ resourceLogs: [{ resource: {}, scopeLogs: [{ logRecords }] }] }));
+}
+
+function task(body: Buffer): DecodeTask {
+  return {
+    signal: 'logs',
+    format: 'json',
+    body: new Uint8Array(body),
+    codings: [],
+    bodyLimit: 64 * 1024 * 1024,
+    headerProjectId: 'p',
+    defaultProjectId: 'default',
+  };
+}
+
+async function rows(d: Decoders, body: Buffer): Promise<number> {
+  const r = await d.decode(task(body));
+  assert.ok(r.ok, JSON.stringify(r));
+  return r.tables.logs!.batch.numRows;
+}
+
+/** Runs `fn` with Decoders of `workers` threads (JSON only), closed after. */
+async function withDecoders(workers: number, fn: (d: Decoders) => Promise<void>): Promise<void> {
+  const d = await Decoders.create({ settings: DEFAULT_SETTINGS, limits: LIMITS, workers, protobuf: false });
+  try {
+    await fn(d);
+  } finally {
+    await d.close();
+  }
+}
+
+async function untilRunning(d: Decoders): Promise<void> {
+  const deadline = Date.now() + 15_000;
+  while (d.stats().running < 1) {
+    assert.ok(Date.now() < deadline, 'the decode worker loaded within 15 s');
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+describe('Decoders while their worker loads', () => {
+  test('a 100 KB body is decoded on the event loop until the worker has loaded, then by it', () =>
+    withDecoders(1, async (d) => {
+      const body = logsBody(100, 1000);
+      assert.ok(body.length > INLINE_BODY_BYTES);
+      // Nothing has run since the worker was started: it cannot have loaded.
+      assert.equal(await rows(d, body), 100);
+      assert.deepEqual(d.stats(), { event_loop: 1, workers: 0, running: 0 });
+      await untilRunning(d);
+      assert.equal(await rows(d, body), 100);
+      assert.deepEqual(d.stats(), { event_loop: 1, workers: 1, running: 1 });
+    }));
+
+  test('a body above 512 KiB waits for the worker', () =>
+    withDecoders(1, async (d) => {
+      const body = logsBody(600, 1000);
+      assert.ok(body.length > 512 * 1024);
+      assert.equal(await rows(d, body), 600);
+      assert.deepEqual(d.stats(), { event_loop: 0, workers: 1, running: 1 });
+    }));
+
+  test('without workers every body is decoded on the event loop, none starts', () =>
+    withDecoders(0, async (d) => {
+      assert.equal(await rows(d, logsBody(600, 1000)), 600);
+      assert.deepEqual(d.stats(), { event_loop: 1, workers: 0, running: 0 });
+    }));
+});
