@@ -79,18 +79,18 @@ export interface JsonChunk {
   bytes: number;
 }
 
-/** What a worker hands back for a slice, and how it becomes the slice the caller gets. */
-interface SliceForm<C extends { bytes: number }> {
+/** The worker task that reads a slice (R), and how its result becomes the slice the caller gets. */
+interface SliceForm<R, C extends { bytes: number }> {
   task: 'fetch' | 'json';
-  finish(result: never): Promise<C>;
+  finish(result: R): Promise<C>;
 }
 
-const AS_ROWS: SliceForm<ReadChunk> = {
+const AS_ROWS: SliceForm<FetchResult, ReadChunk> = {
   task: 'fetch',
   finish: async (r: FetchResult) => ({ rows: await rowsOf(r.ipc), cuts: r.cuts, bytes: r.ipc.byteLength }),
 };
 
-const AS_JSON: SliceForm<JsonChunk> = {
+const AS_JSON: SliceForm<JsonResult, JsonChunk> = {
   task: 'json',
   finish: async (r: JsonResult) => r,
 };
@@ -346,12 +346,12 @@ export async function* streamJson(
   yield* streamNormalized(layout, q, { ...opts, s3: opts.s3 ?? resolveS3() }, { n: 0 }, AS_JSON);
 }
 
-async function* streamNormalized<C extends { bytes: number }>(
+async function* streamNormalized<R, C extends { bytes: number }>(
   layout: InstanceLayout,
   q: NormalizedQuery,
   opts: StreamOptions & { s3: ResolvedS3 },
   attempts: Attempts,
-  form: SliceForm<C>,
+  form: SliceForm<R, C>,
 ): AsyncGenerator<C, void, undefined> {
   const { signal } = opts;
   const chunkBytes = opts.chunkBytes ?? STREAM_CHUNK_BYTES;
@@ -370,9 +370,9 @@ async function* streamNormalized<C extends { bytes: number }>(
       parts: fetchParts(keys, start, n, files),
       cloudOptions: cloudOptionsFor(files, opts.s3),
     };
-    let result: never;
+    let result: R;
     try {
-      result = await queryPool().run<never>(form.task, task, [], signal);
+      result = await queryPool().run<R>(form.task, task, [], signal);
     } catch (err) {
       // Nothing handed out yet: the query can start over on a fresh listing.
       if (start > 0 || !(await mayRetry(err, attempts))) throw await readFailure(err, layout, q, opts);
