@@ -502,7 +502,6 @@ export class Logger {
     if (this.state !== 'created') throw new Error(`cannot start a logger that is ${this.state}`);
     this.aggregator!.start();
     this.state = 'running';
-    warmDeltaWorkers(); // loaded before the first file is due
     this.shipper!.start(); // resumes unfinished past days (shipper_enabled and S3 configured)
   }
 

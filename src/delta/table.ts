@@ -197,9 +197,9 @@ function deltaPool(): WorkerPool {
 }
 
 /**
- * Starts the Parquet worker if none is running: the first write after a start, or after it stopped
- * idle, would otherwise wait 0.3-0.5 s for it to load, and a burst of ingest with it (the queue
- * fills meanwhile).
+ * Starts the Parquet worker if none is running, as rows come: the first write after a start, or
+ * after it stopped idle, would otherwise wait 0.3-0.5 s for it to load, and a burst of ingest with
+ * it (the queue fills meanwhile).
  */
 export function warmDeltaWorkers(): void {
   deltaPool().warm();

@@ -295,8 +295,6 @@ export class Decoders {
         resourceLimits: { maxYoungGenerationSizeMb: DECODER_YOUNG_GENERATION_MB },
         idleMs: WORKER_IDLE_MS,
       });
-      // Loaded before the first requests come, so that they need not wait or be decoded here.
-      this.pool.warm();
     } else this.pool = null;
   }
 
@@ -307,8 +305,8 @@ export class Decoders {
   async decode(task: DecodeTask): Promise<DecodeResult> {
     let limit = this.inlineBodyBytes;
     if (this.pool && this.pool.readyWorkers === 0) {
-      // No worker has loaded (just started, or they stopped idle): a start takes 0.3-0.4 s on a
-      // slow day. Bodies up to WARMING_BODY_BYTES are decoded here meanwhile.
+      // No worker has loaded (the first body, or they stopped idle): one starts now, which takes
+      // 0.3-0.4 s on a slow day. Bodies up to WARMING_BODY_BYTES are decoded here meanwhile.
       this.pool.warm();
       limit = Math.max(limit, WARMING_BODY_BYTES);
     }

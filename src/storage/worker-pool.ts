@@ -71,7 +71,7 @@ export class WorkerProcessEnded extends Error {
  * and code are not given back while it waits. After 15 s of ingest, the server held 216-220 MiB
  * of RSS idle against 141-155 once they stopped (a major collection in each kept 199). A start
  * takes 0.3-0.5 s on a slow day, which the requests do not wait for (the decoders decode on the
- * event loop meanwhile; the logger starts the Parquet worker with the first request). A minute:
+ * event loop meanwhile; each ingest request starts the Parquet worker if none runs). A minute:
  * an SDK exports every 1-60 s.
  */
 export const WORKER_IDLE_MS = 60_000;

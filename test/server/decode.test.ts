@@ -1,7 +1,7 @@
-// Where the server's Decoders decode a body while their worker is loading: a body larger than the
-// event loop's usual share, up to WARMING_BODY_BYTES, is decoded on the loop rather than waiting
-// for the worker's start; once the worker has loaded, it takes such bodies again. A larger body
-// waits for it.
+// Where the server's Decoders decode a body while their worker is loading (the first body starts
+// it, as does the first after the workers stopped idle): a body larger than the event loop's usual
+// share, up to WARMING_BODY_BYTES, is decoded on the loop rather than waiting for the worker's
+// start; once the worker has loaded, it takes such bodies again. A larger body waits for it.
 
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
@@ -60,7 +60,8 @@ describe('Decoders while their worker loads', () => {
     withDecoders(1, async (d) => {
       const body = logsBody(100, 1000);
       assert.ok(body.length > INLINE_BODY_BYTES);
-      // Nothing has run since the worker was started: it cannot have loaded.
+      // No worker runs before the first body; it starts one, which cannot have loaded yet.
+      assert.equal(d.stats().running, 0);
       assert.equal(await rows(d, body), 100);
       assert.deepEqual(d.stats(), { event_loop: 1, workers: 0, running: 0 });
       await untilRunning(d);

@@ -121,8 +121,12 @@ describe('WorkerPool', () => {
     });
     const runs = [pool.run('echo', 1), pool.run('echo', 2)];
     for (const run of runs) await assert.rejects(run, /no such module/);
-    await new Promise((r) => setTimeout(r, 100));
+    // Both started (one per task); the second fails as it loads, later on a busy machine.
+    const deadline = Date.now() + 10_000;
+    while (pool.workers > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
     assert.equal(pool.workers, 0);
+    await new Promise((r) => setTimeout(r, 100));
+    assert.equal(pool.workers, 0, 'none started since');
     assert.equal(pool.queuedTasks, 0);
     await pool.close();
   });
