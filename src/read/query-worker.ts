@@ -50,10 +50,11 @@ export interface FetchResult {
 }
 
 export interface JsonResult {
-  /** The rows' JSON, each preceded by a comma (rowsJsonText). */
+  /** The rows' JSON (rowToJson), each preceded by a comma: `,{...},{...}` (rowsJsonText). */
   json: Uint8Array;
   /** Byte offset in `json` where each row ends. */
   ends: Uint32Array;
+  /** String values cut to maxFieldChars; `row` indexes the slice's rows. */
   cuts: CutValue[];
   /** Bytes of the slice's values (its Arrow form), as `fetch` counts them. */
   bytes: number;

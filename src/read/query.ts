@@ -67,17 +67,8 @@ export interface ReadChunk {
   bytes: number;
 }
 
-/** A slice of a read's rows as the HTTP answer's JSON text, built in the read's worker. */
-export interface JsonChunk {
-  /** The rows' JSON (rowToJson), each preceded by a comma: `,{...},{...}`. */
-  json: Uint8Array;
-  /** Byte offset in `json` where each row ends. */
-  ends: Uint32Array;
-  /** String values cut to maxFieldChars; `row` indexes the slice's rows. */
-  cuts: CutValue[];
-  /** Bytes of the slice's values (its Arrow form). */
-  bytes: number;
-}
+/** A slice of a read's rows as the HTTP answer's JSON text: the read's worker hands it over whole. */
+export type JsonChunk = JsonResult;
 
 /** The worker task that reads a slice (R), and how its result becomes the slice the caller gets. */
 interface SliceForm<R, C extends { bytes: number }> {
@@ -92,7 +83,7 @@ const AS_ROWS: SliceForm<FetchResult, ReadChunk> = {
 
 const AS_JSON: SliceForm<JsonResult, JsonChunk> = {
   task: 'json',
-  finish: async (r: JsonResult) => r,
+  finish: async (r) => r,
 };
 
 /** A result collected in memory grew beyond the query's maxBytes. */
