@@ -8,7 +8,8 @@ import type { Row } from '../schema/tables.ts';
 
 type Getter = (index: number) => unknown;
 
-function getterOf(data: Data): Getter {
+/** A column's values as rowsFromIpc gives them (int64 and timestamps as bigint). */
+export function getterOf(data: Data): Getter {
   const type = data.type;
   if ((ArrowType.isInt(type) && type.bitWidth === 64) || ArrowType.isTimestamp(type)) {
     // Arrow's own getter turns timestamps into millisecond numbers: read the int64 values.

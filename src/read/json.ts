@@ -25,7 +25,8 @@ function jsonNumber(n: number): number | string {
   return Number.isFinite(n) ? n : String(n);
 }
 
-function convert(v: unknown, type: ColumnType | undefined): JsonValue {
+/** A value of a row as rowToJson gives it, by its column's type (list items by the list's). */
+export function toJsonValue(v: unknown, type: ColumnType | undefined): JsonValue {
   if (v === null || v === undefined) return null;
   if (type === 'timestamp' && typeof v === 'bigint') return isoFromMicros(v);
   if (typeof v === 'bigint') return v.toString();
@@ -33,7 +34,7 @@ function convert(v: unknown, type: ColumnType | undefined): JsonValue {
   if (Array.isArray(v) || ArrayBuffer.isView(v)) {
     const items = Array.from(v as ArrayLike<unknown>);
     const inner = type !== undefined && isListType(type) ? type.list : undefined;
-    return items.map((x) => convert(x, inner));
+    return items.map((x) => toJsonValue(x, inner));
   }
   if (typeof v === 'string' || typeof v === 'boolean') return v;
   return String(v);
@@ -43,32 +44,7 @@ function convert(v: unknown, type: ColumnType | undefined): JsonValue {
 export function rowToJson(row: Row, table: TableName): Record<string, JsonValue> {
   const schema = SCHEMAS[table];
   const out: Record<string, JsonValue> = {};
-  for (const [name, value] of Object.entries(row)) out[name] = convert(value, schema.byName.get(name)?.type);
+  for (const [name, value] of Object.entries(row))
+    out[name] = toJsonValue(value, schema.byName.get(name)?.type);
   return out;
-}
-
-/**
- * Rows as JSON text, each row preceded by a comma (`,{...},{...}`), and the byte offset in it
- * where each row ends: an HTTP answer takes whole rows up to its byte limit without parsing.
- */
-export function rowsJsonText(
-  rows: readonly Row[],
-  table: TableName,
-): { json: Uint8Array; ends: Uint32Array } {
-  const ends = new Uint32Array(rows.length);
-  let buf = Buffer.allocUnsafe(64 * 1024);
-  let at = 0;
-  for (let i = 0; i < rows.length; i++) {
-    const text = `,${JSON.stringify(rowToJson(rows[i]!, table))}`;
-    const bytes = Buffer.byteLength(text);
-    if (at + bytes > buf.length) {
-      const larger = Buffer.allocUnsafe(Math.max(buf.length * 2, at + bytes));
-      buf.copy(larger, 0, 0, at);
-      buf = larger;
-    }
-    at += buf.write(text, at);
-    ends[i] = at;
-  }
-  // A buffer of its own, no larger than the text (to hand over whole).
-  return { json: Uint8Array.prototype.slice.call(buf, 0, at), ends };
 }

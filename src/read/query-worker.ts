@@ -9,10 +9,9 @@
 import pl, { type DataFrame } from 'nodejs-polars';
 import type { TableName } from '../schema/tables.ts';
 import { exposeGc, serveTasks, transferResult } from '../storage/worker-pool.ts';
-import { rowsFromIpc } from './arrow-rows.ts';
+import { ipcJsonText } from './arrow-json.ts';
 import type { FileEntry } from './files.ts';
 import type { NormalizedQuery } from './filters.ts';
-import { rowsJsonText } from './json.ts';
 import {
   type CloudOptions,
   type CutValue,
@@ -50,7 +49,7 @@ export interface FetchResult {
 }
 
 export interface JsonResult {
-  /** The rows' JSON (rowToJson), each preceded by a comma: `,{...},{...}` (rowsJsonText). */
+  /** The rows' JSON (rowToJson's), each preceded by a comma: `,{...},{...}` (ipcJsonText). */
   json: Uint8Array;
   /** Byte offset in `json` where each row ends. */
   ends: Uint32Array;
@@ -82,10 +81,10 @@ serveTasks({
     const result: FetchResult = { ipc, cuts };
     return transferResult(result, [ipc.buffer]);
   },
-  json: async (task: FetchTask) => {
+  json: (task: FetchTask) => {
     const { df, cuts } = fetchRows(task);
     const ipc = df.writeIPC({ compression: 'uncompressed' });
-    const { json, ends } = rowsJsonText(await rowsFromIpc(ipc), task.table);
+    const { json, ends } = ipcJsonText(ipc, task.table);
     setImmediate(collectGarbage);
     const result: JsonResult = { json, ends, cuts, bytes: ipc.byteLength };
     return transferResult(result, [json.buffer, ends.buffer] as ArrayBuffer[]);
