@@ -75,8 +75,9 @@ class JsonBytes {
 
   /** A JSON string of the UTF-8 bytes `src[start, end)`, escaped as JSON.stringify escapes. */
   utf8String(src: Uint8Array, start: number, end: number): void {
-    this.room((end - start) * 6 + 2); // \u00XX at most per byte
-    const buf = this.buf;
+    // Room for the bytes as they are; an escape makes more as it comes (a value may be 50 MB).
+    this.room(end - start + 2);
+    let buf = this.buf;
     let at = this.at;
     buf[at++] = QUOTE;
     for (let k = start; k < end; k++) {
@@ -86,6 +87,9 @@ class JsonBytes {
         continue;
       }
       const escaped = ESCAPES[b]!;
+      this.at = at;
+      this.room(escaped.length + (end - k) + 1);
+      buf = this.buf;
       for (let e = 0; e < escaped.length; e++) buf[at++] = escaped[e]!;
     }
     buf[at++] = QUOTE;
