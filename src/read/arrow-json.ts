@@ -20,7 +20,8 @@ export function ipcJsonText(ipc: Uint8Array, table: TableName): { json: Uint8Arr
   const arrow = tableFromIPC(ipc);
   const names = arrow.schema.fields.map((f) => f.name);
   const schema = SCHEMAS[table];
-  // `,{"name":` for the first column, `,"name":` for the others: written before each value.
+  // `,{"name":` for the first column, `,"name":` for the others: written before each value (a
+  // query selects one column at least, normalizeQuery).
   const keys = names.map((name, c) => Buffer.from(`${c === 0 ? ',{' : ','}${JSON.stringify(name)}:`));
   const out = new JsonBytes();
   const ends = new Uint32Array(arrow.numRows);
@@ -30,7 +31,6 @@ export function ipcJsonText(ipc: Uint8Array, table: TableName): { json: Uint8Arr
       columnWriter(out, batch.data.children[c]!, schema.byName.get(name)?.type),
     );
     for (let i = 0; i < batch.numRows; i++) {
-      if (names.length === 0) out.ascii(',{');
       for (let c = 0; c < writers.length; c++) {
         out.raw(keys[c]!);
         writers[c]!(i);
