@@ -96,12 +96,7 @@ function scanFile(
  * query's list keeps its expression only as long as the list lives.
  */
 function columns(names: readonly string[]): Expr {
-  let expr = columnSets.get(names);
-  if (expr === undefined) {
-    expr = pl.cols([...names]);
-    columnSets.set(names, expr);
-  }
-  return expr;
+  return kept(columnSets, names, () => pl.cols([...names]));
 }
 
 const columnSets = new WeakMap<readonly string[], Expr>();
@@ -113,15 +108,24 @@ const columnSets = new WeakMap<readonly string[], Expr>();
  * module's own, a bounded set (a wrapper holds ~16 KB of heap).
  */
 function col(name: string): Expr {
-  let expr = cols.get(name);
-  if (expr === undefined) {
-    expr = pl.col(name);
-    cols.set(name, expr);
-  }
-  return expr;
+  return kept(cols, name, () => pl.col(name));
 }
 
 const cols = new Map<string, Expr>();
+
+/** The expression `cache` holds for `key`, built and kept the first time it is asked for. */
+function kept<K>(
+  cache: { get(key: K): Expr | undefined; set(key: K, expr: Expr): unknown },
+  key: K,
+  build: () => Expr,
+): Expr {
+  let expr = cache.get(key);
+  if (expr === undefined) {
+    expr = build();
+    cache.set(key, expr);
+  }
+  return expr;
+}
 
 /** One lazy frame over the files, concatenated in the given order (no row index). */
 export function scanFiles(
@@ -195,12 +199,7 @@ function predicate(q: NormalizedQuery): Expr | null {
  * span links, which have none. Built once per table (see `columns`: ~12 expressions for logs).
  */
 function nanoKey(table: TableName): Expr {
-  let key = nanoKeys.get(table);
-  if (key === undefined) {
-    key = buildNanoKey(table);
-    nanoKeys.set(table, key);
-  }
-  return key;
+  return kept(nanoKeys, table, () => buildNanoKey(table));
 }
 
 const nanoKeys = new Map<TableName, Expr>();
