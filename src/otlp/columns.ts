@@ -162,8 +162,12 @@ export class Int64List {
   }
 }
 
-/** Rows a table's last flush handed on, as the size of the next one's cells (rows run alike). */
-const ROWS_SEEN = new Map<TableName, number>();
+/**
+ * Per table, null cells for as many rows as its last flush handed on (rows run alike from request to
+ * request): a new set of cells is a copy of them, which V8 makes with one memory copy, where filling
+ * a new array with null takes its runtime's slow path.
+ */
+const NULL_CELLS = new Map<TableName, unknown[]>();
 
 /**
  * The rows of one table a mapper has made and not yet handed on: their cells in one array, row
@@ -193,7 +197,7 @@ export class TableRows {
   }
 
   private emptyCells(): unknown[] {
-    return new Array((ROWS_SEEN.get(this.table) ?? 16) * this.width).fill(null);
+    return NULL_CELLS.get(this.table)?.slice() ?? new Array(16 * this.width).fill(null);
   }
 
   /** Starts a row; returns its index, for `set`. */
@@ -252,7 +256,8 @@ export class TableRows {
     const cells = this.cells;
     const width = this.width;
     for (let i = 0, at = 0; i < n; i++, at += width) sink.row(this.table, cells, at);
-    ROWS_SEEN.set(this.table, n);
+    if (NULL_CELLS.get(this.table)?.length !== n * width)
+      NULL_CELLS.set(this.table, new Array(n * width).fill(null));
     this.flushed += n;
     this.n = 0;
     this.cells = this.emptyCells();
