@@ -1,5 +1,6 @@
 // Query worker: runs the two steps of a read with polars' synchronous API. `keys` answers which
-// rows (typed arrays, transferred); `fetch` reads a slice of them and hands it back as an Arrow IPC
+// rows (typed arrays, transferred) and reads their first slice as `fetch` or `json` would, so that
+// a small read is one task; `fetch` reads a slice of them and hands it back as an Arrow IPC
 // buffer it owns (transferred without a copy, no pointer into the scanned buffers); `json` reads a
 // slice as `fetch` does and hands back the rows' JSON text (the HTTP answer's, built here rather
 // than on the server's event loop, which it held for hundreds of milliseconds); `range` reads
@@ -23,6 +24,7 @@ import {
   runKeys,
   scanFiles,
 } from './scan.ts';
+import { type FirstSlice, fetchParts, sliceRows } from './slices.ts';
 
 // Polars frees native memory only when V8 collects the JS wrappers: collect after each task.
 const collect = exposeGc();
@@ -35,6 +37,14 @@ export interface KeysTask {
   firstRoundRows?: number;
   /** For s3:// files. */
   cloudOptions?: CloudOptions;
+  /** The first slice of rows, read in the same task once the keys are known. */
+  first: FirstSlice;
+}
+
+/** The keys of a read's rows, and its first slice (null when there are no rows). */
+export interface KeysResult<R> {
+  keys: RowKeys;
+  firstSlice: { rows: number; result: R } | null;
 }
 
 export interface CountTask {
@@ -68,26 +78,53 @@ function ownIpc(df: DataFrame): Uint8Array<ArrayBuffer> {
   return ipc;
 }
 
+/** Reads a slice of rows as Arrow IPC; returns it and the buffers to transfer. */
+function fetchSlice(task: FetchTask): [FetchResult, ArrayBuffer[]] {
+  const { df, cuts } = fetchRows(task);
+  const ipc = ownIpc(df);
+  return [{ ipc, cuts }, [ipc.buffer]];
+}
+
+/** Reads a slice of rows as their JSON text; returns it and the buffers to transfer. */
+function jsonSlice(task: FetchTask): [JsonResult, ArrayBuffer[]] {
+  const { df, cuts } = fetchRows(task);
+  const ipc = df.writeIPC({ compression: 'uncompressed' });
+  const { json, ends } = ipcJsonText(ipc, task.table);
+  return [{ json, ends, cuts, bytes: ipc.byteLength }, [json.buffer, ends.buffer] as ArrayBuffer[]];
+}
+
+const SLICE_TASKS = { fetch: fetchSlice, json: jsonSlice };
+
 serveTasks({
-  keys: ({ query, files, firstRoundRows, cloudOptions }: KeysTask) => {
+  keys: ({ query, files, firstRoundRows, cloudOptions, first }: KeysTask) => {
     const keys: RowKeys = runKeys(query, files, firstRoundRows, cloudOptions);
+    const transfer = [keys.file.buffer, keys.row.buffer, keys.ts.buffer] as ArrayBuffer[];
+    let firstSlice: KeysResult<FetchResult | JsonResult>['firstSlice'] = null;
+    if (keys.file.length > 0) {
+      const rows = sliceRows(keys, 0, files, first.bytes, first.expansion, first.maxRows);
+      const [result, buffers] = SLICE_TASKS[first.task]({
+        table: query.table,
+        select: query.select,
+        maxFieldChars: query.maxFieldChars,
+        parts: fetchParts(keys, 0, rows, files),
+        cloudOptions,
+      });
+      firstSlice = { rows, result };
+      transfer.push(...buffers);
+    }
     setImmediate(collectGarbage);
-    return transferResult(keys, [keys.file.buffer, keys.row.buffer, keys.ts.buffer] as ArrayBuffer[]);
+    const answer: KeysResult<FetchResult | JsonResult> = { keys, firstSlice };
+    return transferResult(answer, transfer);
   },
   fetch: (task: FetchTask) => {
-    const { df, cuts } = fetchRows(task);
-    const ipc = ownIpc(df);
+    const [result, transfer] = fetchSlice(task);
     setImmediate(collectGarbage);
-    const result: FetchResult = { ipc, cuts };
-    return transferResult(result, [ipc.buffer]);
+    return transferResult(result, transfer);
   },
   json: (task: FetchTask) => {
-    const { df, cuts } = fetchRows(task);
-    const ipc = df.writeIPC({ compression: 'uncompressed' });
-    const { json, ends } = ipcJsonText(ipc, task.table);
+    const [result, transfer] = jsonSlice(task);
     setImmediate(collectGarbage);
-    const result: JsonResult = { json, ends, cuts, bytes: ipc.byteLength };
-    return transferResult(result, [json.buffer, ends.buffer] as ArrayBuffer[]);
+    return transferResult(result, transfer);
   },
   range: (task: RangeTask) => {
     const ipc = ownIpc(rangeRows(task));

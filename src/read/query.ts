@@ -1,10 +1,11 @@
 // The read API shared by the library, the HTTP /api endpoints and the CLI viewer. A query lists
 // the live files of its days, then runs in two steps in query workers (polars, synchronous API):
-// the keys of the rows that answer it, in order, then those rows in slices of a bounded size,
-// each handed back as an Arrow IPC buffer and turned into rows in the main thread without
-// stalling the loop, or (streamJson, for the HTTP answers) as the rows' JSON text, built in the
-// worker. Callers take the slices one at a time (streamRows), so memory follows a slice, not the
-// whole answer; readTable collects them, up to maxBytes.
+// the keys of the rows that answer it, in order, then those rows in slices of a bounded size
+// (the first read in the keys' task, so that a small read is one task), each handed back as an
+// Arrow IPC buffer and turned into rows in the main thread without stalling the loop, or
+// (streamJson, for the HTTP answers) as the rows' JSON text, built in the worker. Callers take
+// the slices one at a time (streamRows), so memory follows a slice, not the whole answer;
+// readTable collects them, up to maxBytes.
 
 import { availableParallelism } from 'node:os';
 import type { LazyDataFrame } from 'nodejs-polars';
@@ -15,8 +16,9 @@ import { type ResolvedS3, resolveS3 } from '../storage/s3-config.ts';
 import { siblingModule, WorkerPool } from '../storage/worker-pool.ts';
 import { DamagedTableError, type FileEntry, findDamagedFile, pruneForNewest, resolveFiles } from './files.ts';
 import { type NormalizedQuery, normalizeQuery, type ReadQuery } from './filters.ts';
-import type { CountTask, FetchResult, JsonResult, KeysTask } from './query-worker.ts';
-import type { CloudOptions, CutValue, FetchPart, FetchTask, RangePart, RangeTask, RowKeys } from './scan.ts';
+import type { CountTask, FetchResult, JsonResult, KeysResult, KeysTask } from './query-worker.ts';
+import type { CloudOptions, CutValue, FetchTask, RangePart, RangeTask } from './scan.ts';
+import { type FirstSlice, fetchParts, fileBytesPerRow, sliceRows } from './slices.ts';
 
 /** Rows of a query worker's Arrow IPC answer; apache-arrow (~20 MiB) is loaded by the first read. */
 async function rowsOf(ipc: Uint8Array): Promise<Row[]> {
@@ -174,12 +176,14 @@ function isVanishedFile(err: unknown): boolean {
 
 /**
  * Test seams: a step between listing the files and scanning them; the first-round size; a step
- * before each slice of rows is read (numbered from 0).
+ * before each slice of rows is handed out (numbered from 0; the first is read with the keys, the
+ * others after the step); each task a read gives a query worker, named.
  */
 export const readHooks: {
   afterListing?: (files: readonly FileEntry[]) => Promise<void>;
   firstRoundRows?: number;
   beforeSlice?: (slice: number, files: readonly FileEntry[]) => Promise<void>;
+  onTask?: (task: string) => void;
 } = {};
 
 /** polars' options for the s3:// files among `files`, if any. */
@@ -223,13 +227,18 @@ async function readFailure(
   return (await findDamagedFile(layout, q, opts.s3).catch(() => null)) ?? err;
 }
 
-/** The files of a query and the keys of its rows, listing again when files vanish under it. */
-async function findRows(
+/**
+ * The files of a query, the keys of its rows and its first slice (`first`, read in the same task:
+ * a small read is one round trip to a query worker, and waits for none of its collections),
+ * listing again when files vanish under it.
+ */
+async function findRows<R>(
   layout: InstanceLayout,
   q: NormalizedQuery,
   opts: StreamOptions & { s3: ResolvedS3 },
   attempts: Attempts,
-): Promise<{ files: FileEntry[]; keys: RowKeys }> {
+  first: FirstSlice,
+): Promise<{ files: FileEntry[] } & KeysResult<R>> {
   const { signal, s3 } = opts;
   for (;;) {
     signal?.throwIfAborted();
@@ -242,69 +251,14 @@ async function findRows(
         files,
         firstRoundRows: readHooks.firstRoundRows,
         cloudOptions: cloudOptionsFor(files, s3),
+        first,
       };
-      return { files, keys: await queryPool().run<RowKeys>('keys', task, [], signal) };
+      readHooks.onTask?.('keys');
+      return { files, ...(await queryPool().run<KeysResult<R>>('keys', task, [], signal)) };
     } catch (err) {
       if (!(await mayRetry(err, attempts))) throw await readFailure(err, layout, q, opts);
     }
   }
-}
-
-/** Bytes of Parquet file per row of a file (compressed: an estimate of the row's size). */
-function bytesPerRow(f: FileEntry): number {
-  return f.size / Math.max(1, f.numRecords ?? 1);
-}
-
-/** Bytes per row of the file holding key `i`. */
-function fileBytesPerRow(keys: RowKeys, i: number, files: readonly FileEntry[]): number {
-  return bytesPerRow(files[keys.file[i]!]!);
-}
-
-/**
- * How many rows, from `start`, the next slice takes: as many as fit `bytes` (one at least), each
- * estimated from its file's bytes per row times the expansion measured so far, `maxRows` at most.
- */
-function sliceRows(
-  keys: RowKeys,
-  start: number,
-  files: readonly FileEntry[],
-  bytes: number,
-  expansion: number,
-  maxRows: number,
-): number {
-  let estimate = 0;
-  let n = 0;
-  while (start + n < keys.file.length && n < maxRows) {
-    estimate += fileBytesPerRow(keys, start + n, files) * expansion;
-    if (n > 0 && estimate > bytes) break;
-    n++;
-  }
-  return n;
-}
-
-/** The rows [start, start + n) of the keys, grouped by file (positions ascending). */
-function fetchParts(keys: RowKeys, start: number, n: number, files: readonly FileEntry[]): FetchPart[] {
-  const byFile = new Map<number, { rows: number[]; positions: number[] }>();
-  for (let i = 0; i < n; i++) {
-    const file = keys.file[start + i]!;
-    let part = byFile.get(file);
-    if (!part) {
-      part = { rows: [], positions: [] };
-      byFile.set(file, part);
-    }
-    part.rows.push(keys.row[start + i]!);
-    part.positions.push(i);
-  }
-  return [...byFile].map(([file, part]) => {
-    const order = part.rows.map((_, i) => i).sort((a, b) => part.rows[a]! - part.rows[b]!);
-    return {
-      path: files[file]!.path,
-      size: files[file]!.size,
-      rowBytes: bytesPerRow(files[file]!),
-      rows: Uint32Array.from(order, (i) => part.rows[i]!),
-      positions: Uint32Array.from(order, (i) => part.positions[i]!),
-    };
-  });
 }
 
 /**
@@ -346,29 +300,36 @@ async function* streamNormalized<R, C extends { bytes: number }>(
 ): AsyncGenerator<C, void, undefined> {
   const { signal } = opts;
   const chunkBytes = opts.chunkBytes ?? STREAM_CHUNK_BYTES;
-  let { files, keys } = await findRows(layout, q, opts, attempts);
+  const first: FirstSlice = {
+    task: form.task,
+    bytes: chunkBytes,
+    expansion: FIRST_EXPANSION,
+    maxRows: FIRST_CHUNK_ROWS,
+  };
+  const { files, keys, firstSlice } = await findRows<R>(layout, q, opts, attempts, first);
   let expansion = FIRST_EXPANSION;
   let start = 0;
-  let maxRows = FIRST_CHUNK_ROWS;
   for (let slice = 0; start < keys.file.length; slice++) {
     await readHooks.beforeSlice?.(slice, files);
     signal?.throwIfAborted();
-    const n = sliceRows(keys, start, files, chunkBytes, expansion, maxRows);
-    const task: FetchTask = {
-      table: q.table,
-      select: q.select,
-      maxFieldChars: q.maxFieldChars,
-      parts: fetchParts(keys, start, n, files),
-      cloudOptions: cloudOptionsFor(files, opts.s3),
-    };
+    let n: number;
     let result: R;
-    try {
-      result = await queryPool().run<R>(form.task, task, [], signal);
-    } catch (err) {
-      // Nothing handed out yet: the query can start over on a fresh listing.
-      if (start > 0 || !(await mayRetry(err, attempts))) throw await readFailure(err, layout, q, opts);
-      ({ files, keys } = await findRows(layout, q, opts, attempts));
-      continue;
+    if (slice === 0 && firstSlice !== null) ({ rows: n, result } = firstSlice);
+    else {
+      n = sliceRows(keys, start, files, chunkBytes, expansion, Number.POSITIVE_INFINITY);
+      const task: FetchTask = {
+        table: q.table,
+        select: q.select,
+        maxFieldChars: q.maxFieldChars,
+        parts: fetchParts(keys, start, n, files),
+        cloudOptions: cloudOptionsFor(files, opts.s3),
+      };
+      readHooks.onTask?.(form.task);
+      try {
+        result = await queryPool().run<R>(form.task, task, [], signal);
+      } catch (err) {
+        throw await readFailure(err, layout, q, opts);
+      }
     }
     const chunk = await form.finish(result);
     signal?.throwIfAborted();
@@ -376,7 +337,6 @@ async function* streamNormalized<R, C extends { bytes: number }>(
     let fileBytes = 0;
     for (let i = start; i < start + n; i++) fileBytes += fileBytesPerRow(keys, i, files);
     if (fileBytes > 0) expansion = Math.max(0.01, chunk.bytes / fileBytes);
-    maxRows = Number.POSITIVE_INFINITY;
     start += n;
     yield chunk;
   }

@@ -117,10 +117,36 @@ describe('read order', () => {
 
   test('a slice at a time: the same rows in the same order', async () => {
     const slices: string[][] = [];
-    for await (const chunk of streamRows(layout, 'logs', { select: ['body'] }, { chunkBytes: 1 }))
-      slices.push(chunk.rows.map((r) => r.body as string));
+    const tasks: string[] = [];
+    readHooks.onTask = (task) => tasks.push(task);
+    try {
+      for await (const chunk of streamRows(layout, 'logs', { select: ['body'] }, { chunkBytes: 1 }))
+        slices.push(chunk.rows.map((r) => r.body as string));
+    } finally {
+      readHooks.onTask = undefined;
+    }
     assert.ok(slices.length > 2, `${slices.length} slices`);
     assert.deepEqual(slices.flat(), TIE_ORDER);
+    // The first slice comes with the keys; each later one is a task of its own.
+    assert.deepEqual(tasks, ['keys', ...Array<string>(slices.length - 1).fill('fetch')]);
+  });
+
+  test('a read that fits one slice is one task for the query worker', async () => {
+    const tasks: string[] = [];
+    readHooks.onTask = (task) => tasks.push(task);
+    try {
+      const rows = await readTable(layout, 'logs', { select: ['body'], maxRows: 4 });
+      assert.deepEqual(
+        rows.map((r) => r.body),
+        TIE_ORDER.slice(0, 4),
+      );
+      assert.deepEqual(tasks, ['keys']);
+      tasks.length = 0;
+      assert.deepEqual(await readTable(layout, 'logs', { projectId: 'nobody' }), []);
+      assert.deepEqual(tasks, ['keys']);
+    } finally {
+      readHooks.onTask = undefined;
+    }
   });
 
   test('spans tie on their start time, links on their arrival', async () => {
