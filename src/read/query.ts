@@ -314,7 +314,8 @@ async function* streamNormalized<R, C extends { bytes: number }>(
     signal?.throwIfAborted();
     let n: number;
     let result: R;
-    if (slice === 0 && firstSlice !== null) ({ rows: n, result } = firstSlice);
+    // The worker read the first slice with the keys whenever there are keys.
+    if (slice === 0) ({ rows: n, result } = firstSlice!);
     else {
       n = sliceRows(keys, start, files, chunkBytes, expansion, Number.POSITIVE_INFINITY);
       const task: FetchTask = {
