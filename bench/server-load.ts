@@ -20,6 +20,9 @@
 //     half rate as its CPU per 1M is counted): the event loop, the decoders, the Parquet worker (by
 //     the names the pools give their threads), V8's helper threads, libuv's pool, and the rest
 //     (threads that ended meanwhile included).
+//   - how fast the machine was: the CPU of the decode step alone (bench/otlp-decode-map.ts, log
+//     records over protobuf) just before and just after the run, as its speed swings from hour
+//     to hour.
 // Request bodies are encoded (and gzipped) before the clock starts: the generator only sends, each
 // request as one prepared buffer over a lean HTTP/1.1 client (bench/http-client.ts), so that it takes
 // little of the CPU the server needs.
@@ -444,6 +447,26 @@ async function waitDrained(url: string, expectRows: number, timeoutMs: number): 
   return written;
 }
 
+/**
+ * How fast the machine is now: the CPU seconds per 1M log records over protobuf of the server's
+ * decode step alone, in a process of its own (bench/otlp-decode-map.ts). This machine's speed
+ * swings: the same step took ~2.7-3.0 s in fast stretches and 5-6.5 on medium and slow days, and
+ * the server's CPU per item follows it. Printed before and after the run, so that its figures say
+ * what kind of hour they come from.
+ */
+async function decodeStepSeconds(): Promise<string> {
+  const script = new URL('./otlp-decode-map.ts', import.meta.url).pathname;
+  const args = [script, '--requests', '1500', '--signal', 'logs', '--format', 'protobuf'];
+  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
+  let out = '';
+  child.stdout.on('data', (b: Buffer) => {
+    out += b.toString();
+  });
+  const code = await new Promise<number | null>((done) => child.on('close', done));
+  const figure = /^logs protobuf .* (\d+\.\d+)\s*$/m.exec(out)?.[1];
+  return code === 0 && figure ? `${figure} s` : 'not measured';
+}
+
 async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
@@ -494,6 +517,9 @@ async function main(): Promise<void> {
     },
   };
   const optionsOf = { default: workers, tuned };
+  console.log(
+    `the decode step alone, before the run: ${await decodeStepSeconds()} of CPU per 1M log records`,
+  );
   console.log(`tuned options: ${JSON.stringify(tuned)}`);
   console.log(
     `${connections} keep-alive connections, ${warmup} s warm-up, ${seconds} s measured, ${items} items per request`,
@@ -645,6 +671,8 @@ async function main(): Promise<void> {
   console.log(`| server CPU s per 1M items by thread (full load; half rate) | ${groups.join(' | ')} |`);
   console.log(`|---|${groups.map(() => '---|').join('')}`);
   for (const r of threadRows) console.log(`| ${r.join(' | ')} |`);
+  console.log('');
+  console.log(`the decode step alone, after the run: ${await decodeStepSeconds()} of CPU per 1M log records`);
   if (rounds > 1) printRounds(results);
   if (srcNames.length > 1) printServerRatios(results, srcNames);
 }
