@@ -450,7 +450,7 @@ async function waitDrained(url: string, expectRows: number, timeoutMs: number): 
 /**
  * How fast the machine is now: the CPU seconds per 1M log records over protobuf of the server's
  * decode step alone, in a process of its own (bench/otlp-decode-map.ts). This machine's speed
- * swings: the same step took ~2.7-3.0 s in fast stretches and 5-6.5 on medium and slow days, and
+ * swings: the same step took ~2.7-3.0 s in fast stretches and 5-7 on medium and slow days, and
  * the server's CPU per item follows it. Printed before and after the run, so that its figures say
  * what kind of hour they come from.
  */
