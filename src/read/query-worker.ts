@@ -24,7 +24,7 @@ import {
   runKeys,
   scanFiles,
 } from './scan.ts';
-import { type FirstSlice, fetchParts, sliceRows } from './slices.ts';
+import { type FirstSlice, firstSliceRows, sliceTask } from './slices.ts';
 
 // Polars frees native memory only when V8 collects the JS wrappers: collect after each task.
 const collect = exposeGc();
@@ -101,14 +101,8 @@ serveTasks({
     const transfer = [keys.file.buffer, keys.row.buffer, keys.ts.buffer] as ArrayBuffer[];
     let firstSlice: KeysResult<FetchResult | JsonResult>['firstSlice'] = null;
     if (keys.file.length > 0) {
-      const rows = sliceRows(keys, 0, files, first.bytes, first.expansion, first.maxRows);
-      const [result, buffers] = SLICE_TASKS[first.task]({
-        table: query.table,
-        select: query.select,
-        maxFieldChars: query.maxFieldChars,
-        parts: fetchParts(keys, 0, rows, files),
-        cloudOptions,
-      });
+      const rows = firstSliceRows(keys, files, first.bytes);
+      const [result, buffers] = SLICE_TASKS[first.task](sliceTask(query, keys, 0, rows, files, cloudOptions));
       firstSlice = { rows, result };
       transfer.push(...buffers);
     }

@@ -17,8 +17,8 @@ import { siblingModule, WorkerPool } from '../storage/worker-pool.ts';
 import { DamagedTableError, type FileEntry, findDamagedFile, pruneForNewest, resolveFiles } from './files.ts';
 import { type NormalizedQuery, normalizeQuery, type ReadQuery } from './filters.ts';
 import type { CountTask, FetchResult, JsonResult, KeysResult, KeysTask } from './query-worker.ts';
-import type { CloudOptions, CutValue, FetchTask, RangePart, RangeTask } from './scan.ts';
-import { type FirstSlice, fetchParts, fileBytesPerRow, sliceRows } from './slices.ts';
+import type { CloudOptions, CutValue, RangePart, RangeTask } from './scan.ts';
+import { FIRST_EXPANSION, type FirstSlice, fileBytesPerRow, sliceRows, sliceTask } from './slices.ts';
 
 /** Rows of a query worker's Arrow IPC answer; apache-arrow (~20 MiB) is loaded by the first read. */
 async function rowsOf(ipc: Uint8Array): Promise<Row[]> {
@@ -108,14 +108,6 @@ const RECYCLE_AFTER = 64;
 /** Slice size of streams (HTTP, CLI) and of results collected in memory (fewer, larger slices). */
 export const STREAM_CHUNK_BYTES = 4 * 1024 * 1024;
 const COLLECT_CHUNK_BYTES = 32 * 1024 * 1024;
-/**
- * Rows of a first slice at most (the default HTTP limit fits): the first slice's size is only
- * estimated from its files' bytes per row, which well-compressed values make small; later slices
- * follow the bytes per row measured.
- */
-const FIRST_CHUNK_ROWS = 128;
-/** Bytes of values per byte of Parquet file, assumed until a slice is measured (zstd on logs). */
-const FIRST_EXPANSION = 4;
 
 let pool: WorkerPool | null = null;
 /** Set by runReadsInProcesses: the memory limit the read processes plan for, in bytes. */
@@ -300,12 +292,7 @@ async function* streamNormalized<R, C extends { bytes: number }>(
 ): AsyncGenerator<C, void, undefined> {
   const { signal } = opts;
   const chunkBytes = opts.chunkBytes ?? STREAM_CHUNK_BYTES;
-  const first: FirstSlice = {
-    task: form.task,
-    bytes: chunkBytes,
-    expansion: FIRST_EXPANSION,
-    maxRows: FIRST_CHUNK_ROWS,
-  };
+  const first: FirstSlice = { task: form.task, bytes: chunkBytes };
   const { files, keys, firstSlice } = await findRows<R>(layout, q, opts, attempts, first);
   let expansion = FIRST_EXPANSION;
   let start = 0;
@@ -318,13 +305,7 @@ async function* streamNormalized<R, C extends { bytes: number }>(
     if (slice === 0) ({ rows: n, result } = firstSlice!);
     else {
       n = sliceRows(keys, start, files, chunkBytes, expansion, Number.POSITIVE_INFINITY);
-      const task: FetchTask = {
-        table: q.table,
-        select: q.select,
-        maxFieldChars: q.maxFieldChars,
-        parts: fetchParts(keys, start, n, files),
-        cloudOptions: cloudOptionsFor(files, opts.s3),
-      };
+      const task = sliceTask(q, keys, start, n, files, cloudOptionsFor(files, opts.s3));
       readHooks.onTask?.(form.task);
       try {
         result = await queryPool().run<R>(form.task, task, [], signal);

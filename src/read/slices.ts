@@ -3,15 +3,47 @@
 // query worker cuts the first one with the keys, in the same task (query-worker.ts).
 
 import type { FileEntry } from './files.ts';
-import type { FetchPart, RowKeys } from './scan.ts';
+import type { NormalizedQuery } from './filters.ts';
+import type { CloudOptions, FetchPart, FetchTask, RowKeys } from './scan.ts';
 
-/** How the first slice of a read is cut and read, given to the keys' task. */
+/**
+ * Rows of a first slice at most (the default HTTP limit fits): the first slice's size is only
+ * estimated from its files' bytes per row, which well-compressed values make small; later slices
+ * follow the bytes per row measured.
+ */
+const FIRST_CHUNK_ROWS = 128;
+/** Bytes of values per byte of Parquet file, assumed until a slice is measured (zstd on logs). */
+export const FIRST_EXPANSION = 4;
+
+/** How the first slice of a read is read, given to the keys' task. */
 export interface FirstSlice {
   /** The worker task that reads it: rows as Arrow IPC, or their JSON text. */
   task: 'fetch' | 'json';
+  /** Bytes of values the slice aims at. */
   bytes: number;
-  expansion: number;
-  maxRows: number;
+}
+
+/** Rows in the first slice of a read. */
+export function firstSliceRows(keys: RowKeys, files: readonly FileEntry[], bytes: number): number {
+  return sliceRows(keys, 0, files, bytes, FIRST_EXPANSION, FIRST_CHUNK_ROWS);
+}
+
+/** The task that reads rows [start, start + n) of the keys. */
+export function sliceTask(
+  q: NormalizedQuery,
+  keys: RowKeys,
+  start: number,
+  n: number,
+  files: readonly FileEntry[],
+  cloudOptions: CloudOptions | undefined,
+): FetchTask {
+  return {
+    table: q.table,
+    select: q.select,
+    maxFieldChars: q.maxFieldChars,
+    parts: fetchParts(keys, start, n, files),
+    cloudOptions,
+  };
 }
 
 /** Bytes of Parquet file per row of a file (compressed: an estimate of the row's size). */
@@ -47,12 +79,7 @@ export function sliceRows(
 }
 
 /** The rows [start, start + n) of the keys, grouped by file (positions ascending). */
-export function fetchParts(
-  keys: RowKeys,
-  start: number,
-  n: number,
-  files: readonly FileEntry[],
-): FetchPart[] {
+function fetchParts(keys: RowKeys, start: number, n: number, files: readonly FileEntry[]): FetchPart[] {
   const byFile = new Map<number, { rows: number[]; positions: number[] }>();
   for (let i = 0; i < n; i++) {
     const file = keys.file[start + i]!;
