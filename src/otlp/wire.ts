@@ -35,12 +35,15 @@ const MAX_GROUP_DEPTH = 100;
  */
 export class WireCursor {
   readonly buf: Buffer;
+  /** The same bytes, read four at a time where strings are scanned and copied. */
+  readonly words: DataView;
   pos = 0;
   /** The high 32 bits of the last `varint64`; its low 32 bits are what it returned. */
   hi = 0;
 
   constructor(body: Uint8Array) {
     this.buf = Buffer.from(body.buffer, body.byteOffset, body.byteLength);
+    this.words = new DataView(body.buffer, body.byteOffset, body.byteLength);
   }
 
   /** A varint's low 32 bits, unsigned (tags, lengths, uint32, and int32/enum via `| 0`). */
@@ -177,7 +180,10 @@ export class WireCursor {
   /** The UTF-8 text in [start, end); invalid UTF-8 is refused, as by protobuf's own parsers. */
   string(start: number, end: number): string {
     const buf = this.buf;
-    for (let i = start; i < end; i++) {
+    const words = this.words;
+    let i = start;
+    while (i + 4 <= end && (words.getUint32(i, true) & 0x80808080) === 0) i += 4;
+    for (; i < end; i++) {
       if (buf[i]! >= 0x80) {
         this.checkUtf8(start, end);
         return buf.toString('utf8', start, end);
@@ -340,12 +346,31 @@ export class AttributesWriter extends JsonTextWriter {
   /** A string field's bytes as a JSON string. */
   private text(start: number, end: number): void {
     const buf = this.r.buf;
+    const words = this.r.words;
     this.reserve(end - start + 2);
     const out = this.out;
+    const outWords = this.outWords;
     let o = this.len;
     out[o++] = 0x22;
     let nonAscii = false;
-    for (let i = start; i < end; i++) {
+    let i = start;
+    // Four bytes at a time while none needs a look (the traces' decode step 0.91-0.97x): none is
+    // beyond ASCII (its top bit), below 0x20 (`(x - 0x20202020) & ~x` sets the top bit of such a
+    // byte, exactly when no byte is beyond ASCII), '"' or '\\' (a zero byte of x ^ their bytes).
+    for (; i + 4 <= end; i += 4) {
+      const x = words.getUint32(i, true);
+      const q = x ^ 0x22222222;
+      const b = x ^ 0x5c5c5c5c;
+      const look =
+        (x & 0x80808080) |
+        ((x - 0x20202020) & ~x & 0x80808080) |
+        ((q - 0x01010101) & ~q & 0x80808080) |
+        ((b - 0x01010101) & ~b & 0x80808080);
+      if (look !== 0) break;
+      outWords.setUint32(o, x, true);
+      o += 4;
+    }
+    for (; i < end; i++) {
       const c = buf[i]!;
       if (c < 0x20 || c === 0x22 || c === 0x5c) {
         // Needs escaping (rare): JSON.stringify writes it as a JS object's value would be.

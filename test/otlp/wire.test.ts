@@ -112,6 +112,19 @@ test('attribute values of every kind are written as the JSON of the message tree
   const cases: [string, Bytes[]][] = [
     ['strings', [kv('a', sv('plain')), kv('b', sv('')), kv('c', sv('ünïcødé ✓ 😀'))]],
     ['escapes', [kv('q"k', sv('say "hi"\\ \n\t\r\b\f \u0001 \u001f end')), kv('\u2028', sv('\u2028'))]],
+    // Strings are copied four bytes at a time until a byte needs a look: one at every position, and
+    // the bytes next to those that do (space, '!', '#', '[', ']', DEL), which need none.
+    ...['"', '\\', '\n', '\u0001', '\u001f', 'é', '😀', ' ', '!', '#', '[', ']', '\u007f'].map(
+      (c): [string, Bytes[]] => [
+        `${JSON.stringify(c)} at every position`,
+        Array.from({ length: 14 }, (_, at) => {
+          const s = `${'abcdefghijklm'.slice(0, at)}${c}${'nopqrstuvwxyz'.slice(at)}`;
+          return kv(s.slice(0, at + 2), sv(s.slice(0, 1 + (at % 13))));
+        }),
+      ],
+    ),
+    // Longer than the buffer texts are written into (64 KiB), which then grows.
+    ['a long value', [kv('a', sv('b')), kv('long', sv(`${'x'.repeat(100_000)}é"`)), kv('c', sv('after it'))]],
     [
       'ints',
       [0, 1, -1, 2 ** 53 - 1, 2 ** 53, 2 ** 53 + 1, -(2 ** 53), -(2n ** 63n), 2n ** 63n - 1n].map((v, i) =>
@@ -328,6 +341,19 @@ test('refused: every truncation protobufjs refuses, bad UTF-8, counts past int32
   ] as [string, Bytes][]) {
     const r = outcome(() => wired('traces', request([span])));
     assert.deepEqual(r, { error: 'refused' }, label);
+  }
+  // Strings are read four bytes at a time: a bad byte anywhere in a longer one is found too.
+  for (let at = 0; at < 9; at++) {
+    const long = Buffer.from('abcdefghi');
+    long[at] = 0xff;
+    for (const [label, span] of [
+      ['in a name', [...ids, ...text(5, long)]],
+      ['in an attribute', [...ids, ...len(9, kv('k', sv(long)))]],
+      ['in a key', [...ids, ...len(9, kv(long, sv('v')))]],
+    ] as [string, Bytes][]) {
+      const r = outcome(() => wired('traces', request([span])));
+      assert.deepEqual(r, { error: 'refused' }, `bad UTF-8 at byte ${at} ${label}`);
+    }
   }
   // Unknown groups are skipped, nested up to protoc's limit of 100.
   const groups = (levels: number): Bytes => [
