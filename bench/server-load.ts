@@ -95,7 +95,10 @@ import type { PartialOptions } from '../src/storage/options.ts';
 import { RawConnection, rawRequest, sendAtRate } from './http-client.ts';
 import { hexIdsToBytes, logsRequest, metricsRequest, tracesRequest } from './otlp-payloads.ts';
 
-/** The server's threads by the name Linux knows them by, in the order of the CPU table. */
+/**
+ * The server's threads by the name Linux knows them by, in the order of the CPU table. Node 26
+ * prefixes its own threads' names with `node-` (`node-MainThread`, `node-V8Worker`).
+ */
 const THREAD_GROUPS: [group: string, names: string[]][] = [
   ['event loop', ['MainThread']],
   ['decoders', ['otelake-decode']],
@@ -328,7 +331,8 @@ async function cpuSeconds(pid: number): Promise<CpuSnapshot> {
   for (const tid of await readdir(`/proc/${pid}/task`)) {
     const t = await stat(`/proc/${pid}/task/${tid}/stat`);
     if (!t) continue;
-    const group = THREAD_GROUPS.find(([, names]) => names.includes(t.comm))?.[0] ?? 'other';
+    const name = t.comm.replace(/^node-/, '');
+    const group = THREAD_GROUPS.find(([, names]) => names.includes(name))?.[0] ?? 'other';
     threads.set(tid, { group, seconds: t.seconds });
   }
   return {
