@@ -112,14 +112,15 @@ test('attribute values of every kind are written as the JSON of the message tree
   const cases: [string, Bytes[]][] = [
     ['strings', [kv('a', sv('plain')), kv('b', sv('')), kv('c', sv('ünïcødé ✓ 😀'))]],
     ['escapes', [kv('q"k', sv('say "hi"\\ \n\t\r\b\f \u0001 \u001f end')), kv('\u2028', sv('\u2028'))]],
-    // Strings are copied four bytes at a time until a byte needs a look: one at every position, and
-    // the bytes next to those that do (space, '!', '#', '[', ']', DEL), which need none.
+    // Strings are copied four bytes at a time until a byte needs a look: one at every position (the
+    // last of a key, amid a value), and the bytes next to those that do (space, '!', '#', '[', ']',
+    // DEL), which need none.
     ...['"', '\\', '\n', '\u0001', '\u001f', 'é', '😀', ' ', '!', '#', '[', ']', '\u007f'].map(
       (c): [string, Bytes[]] => [
         `${JSON.stringify(c)} at every position`,
         Array.from({ length: 14 }, (_, at) => {
           const s = `${'abcdefghijklm'.slice(0, at)}${c}${'nopqrstuvwxyz'.slice(at)}`;
-          return kv(s.slice(0, at + 2), sv(s.slice(0, 1 + (at % 13))));
+          return kv(s.slice(0, at + c.length), sv(s));
         }),
       ],
     ),
