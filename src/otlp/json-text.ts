@@ -6,22 +6,25 @@ import { jsonDouble, jsonInt, jsonText } from './values.ts';
 
 const SCRATCH_BYTES = 64 * 1024;
 const SCRATCH_KEPT = 1024 * 1024;
-let scratch = Buffer.allocUnsafe(SCRATCH_BYTES);
-let scratchWords = new DataView(scratch.buffer, scratch.byteOffset, scratch.byteLength);
+let scratch: Buffer = Buffer.allocUnsafe(SCRATCH_BYTES);
+let scratchView: DataView = new DataView(scratch.buffer, scratch.byteOffset, scratch.byteLength);
+
+/** Makes `b` the kept buffer (and its DataView). */
+function keepScratch(b: Buffer): void {
+  scratch = b;
+  scratchView = new DataView(b.buffer, b.byteOffset, b.byteLength);
+}
 
 /** After a request: a list of megabytes grew the buffer, which is not kept for the requests after. */
 export function shrinkScratch(): void {
-  if (scratch.length > SCRATCH_KEPT) {
-    scratch = Buffer.allocUnsafe(SCRATCH_BYTES);
-    scratchWords = new DataView(scratch.buffer, scratch.byteOffset, scratch.byteLength);
-  }
+  if (scratch.length > SCRATCH_KEPT) keepScratch(Buffer.allocUnsafe(SCRATCH_BYTES));
 }
 
 export abstract class JsonTextWriter {
   /** The text written so far is out[0, len). */
   protected out: Buffer = scratch;
   /** `out` as a DataView, to write four bytes at a time. */
-  protected outWords: DataView = scratchWords;
+  protected outView: DataView = scratchView;
   protected len = 0;
 
   protected byte(c: number): void {
@@ -62,8 +65,9 @@ export abstract class JsonTextWriter {
     if (this.len + n <= this.out.length) return;
     const bigger = Buffer.allocUnsafe(Math.max(this.out.length * 2, this.len + n));
     this.out.copy(bigger, 0, 0, this.len);
-    this.out = scratch = bigger;
-    this.outWords = scratchWords = new DataView(bigger.buffer, bigger.byteOffset, bigger.byteLength);
+    keepScratch(bigger);
+    this.out = scratch;
+    this.outView = scratchView;
   }
 }
 

@@ -36,14 +36,14 @@ const MAX_GROUP_DEPTH = 100;
 export class WireCursor {
   readonly buf: Buffer;
   /** The same bytes, read four at a time where strings are scanned and copied. */
-  readonly words: DataView;
+  readonly view: DataView;
   pos = 0;
   /** The high 32 bits of the last `varint64`; its low 32 bits are what it returned. */
   hi = 0;
 
   constructor(body: Uint8Array) {
     this.buf = Buffer.from(body.buffer, body.byteOffset, body.byteLength);
-    this.words = new DataView(body.buffer, body.byteOffset, body.byteLength);
+    this.view = new DataView(body.buffer, body.byteOffset, body.byteLength);
   }
 
   /** A varint's low 32 bits, unsigned (tags, lengths, uint32, and int32/enum via `| 0`). */
@@ -180,9 +180,9 @@ export class WireCursor {
   /** The UTF-8 text in [start, end); invalid UTF-8 is refused, as by protobuf's own parsers. */
   string(start: number, end: number): string {
     const buf = this.buf;
-    const words = this.words;
+    const view = this.view;
     let i = start;
-    while (i + 4 <= end && (words.getUint32(i, true) & 0x80808080) === 0) i += 4;
+    while (i + 4 <= end && (view.getUint32(i, true) & 0x80808080) === 0) i += 4;
     for (; i < end; i++) {
       if (buf[i]! >= 0x80) {
         this.checkUtf8(start, end);
@@ -346,10 +346,10 @@ export class AttributesWriter extends JsonTextWriter {
   /** A string field's bytes as a JSON string. */
   private text(start: number, end: number): void {
     const buf = this.r.buf;
-    const words = this.r.words;
+    const view = this.r.view;
     this.reserve(end - start + 2);
     const out = this.out;
-    const outWords = this.outWords;
+    const outView = this.outView;
     let o = this.len;
     out[o++] = 0x22;
     let nonAscii = false;
@@ -358,7 +358,7 @@ export class AttributesWriter extends JsonTextWriter {
     // beyond ASCII (its top bit), below 0x20 (`(x - 0x20202020) & ~x` sets the top bit of such a
     // byte, exactly when no byte is beyond ASCII), '"' or '\\' (a zero byte of x ^ their bytes).
     for (; i + 4 <= end; i += 4) {
-      const x = words.getUint32(i, true);
+      const x = view.getUint32(i, true);
       const q = x ^ 0x22222222;
       const b = x ^ 0x5c5c5c5c;
       const look =
@@ -367,7 +367,7 @@ export class AttributesWriter extends JsonTextWriter {
         ((q - 0x01010101) & ~q & 0x80808080) |
         ((b - 0x01010101) & ~b & 0x80808080);
       if (look !== 0) break;
-      outWords.setUint32(o, x, true);
+      outView.setUint32(o, x, true);
       o += 4;
     }
     for (; i < end; i++) {
