@@ -44,6 +44,7 @@ import {
   primeCompileCache,
   type Scenario,
   signalOf,
+  spread,
   startServer,
 } from './server-harness.ts';
 
@@ -132,17 +133,6 @@ function merged(base: PartialOptions, over: PartialOptions): PartialOptions {
   return out as PartialOptions;
 }
 
-function median(xs: readonly number[]): number {
-  const s = [...xs].sort((x, y) => x - y);
-  const m = s.length >> 1;
-  return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-}
-
-function spread(xs: readonly number[], digits = 2): string {
-  const f = (x: number) => x.toFixed(digits);
-  return `${f(median(xs))} (${f(Math.min(...xs))}-${f(Math.max(...xs))})`;
-}
-
 const set = values.options as 'default' | 'tuned';
 if (set !== 'default' && set !== 'tuned') throw new Error('--options: default or tuned');
 const scenario = scenarioOf(values.scenario!, set);
@@ -212,11 +202,11 @@ try {
   console.log('| per slice | A: median (range) | B: median (range) | B/A per slice of B: median (range) |');
   console.log('|---|---|---|---|');
   console.log(
-    `| server CPU s per 1M items | ${spread(of(0, perMillion))} | ${spread(of(1, perMillion))} | ${spread(cpuRatios)} |`,
+    `| server CPU s per 1M items | ${spread(of(0, perMillion), 2)} | ${spread(of(1, perMillion), 2)} | ${spread(cpuRatios, 2)} |`,
   );
   const thousands = (xs: number[]) => xs.map((x) => x / 1000);
   console.log(
-    `| items/s, thousands | ${spread(thousands(of(0, perSecond)), 0)} | ${spread(thousands(of(1, perSecond)), 0)} | ${spread(rateRatios)} |`,
+    `| items/s, thousands | ${spread(thousands(of(0, perSecond)), 0)} | ${spread(thousands(of(1, perSecond)), 0)} | ${spread(rateRatios, 2)} |`,
   );
   console.log(`| latency p50 / p99 ms, all slices | ${p50p99(latencies[0]!)} | ${p50p99(latencies[1]!)} | |`);
   console.log(`| server peak RSS MiB, the whole run | ${peaks[0]} | ${peaks[1]} | |`);

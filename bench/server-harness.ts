@@ -120,6 +120,20 @@ export function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
 }
 
+export function median(xs: readonly number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+}
+
+/** Median and range: `1.21 (1.10-1.35)`. */
+export function spread(xs: readonly number[], digits: number): string {
+  if (xs.length === 0) return '-';
+  const f = (x: number) =>
+    x.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
+  return `${f(median(xs))} (${f(Math.min(...xs))}-${f(Math.max(...xs))})`;
+}
+
 export async function buildBodies(
   s: Scenario,
   items: number,

@@ -99,6 +99,7 @@ import {
   primeCompileCache,
   type Scenario,
   signalOf,
+  spread,
   startServer,
   THREAD_GROUPS,
   waitDrained,
@@ -313,20 +314,6 @@ interface Measured {
   cpuPerMillion: number;
   halfP99: number | null;
   peak: number;
-}
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-}
-
-/** Median and range: `1.21 (1.10-1.35)`. */
-function spread(xs: number[], digits: number): string {
-  if (xs.length === 0) return '-';
-  const f = (x: number) =>
-    x.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
-  return `${f(median(xs))} (${f(Math.min(...xs))}-${f(Math.max(...xs))})`;
 }
 
 /** a / b round by round, for the rounds that measured both. */
