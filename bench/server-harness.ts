@@ -233,7 +233,7 @@ export async function startServer(
     process.execPath,
     [
       ...flags,
-      new URL(import.meta.url).pathname,
+      fileURLToPath(import.meta.url),
       '--serve',
       dir,
       JSON.stringify(options),
