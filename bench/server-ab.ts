@@ -21,8 +21,8 @@
 //
 // --a and --b: a src/ folder of another checkout, or `this`; a server gets its checkout's launcher
 // flags and environment (src/server/node-flags.ts), then --a-flags / --b-flags (extra node flags,
-// given with `=`, e.g. `--b-flags=--no-maglev`; BENCH_SERVER_FLAGS where not given), --a-env / --b-env, and --a-options / --b-options
-// (options merged over the option set's, section by section, e.g.
+// given with `=`, e.g. `--b-flags=--no-maglev`; BENCH_SERVER_FLAGS where not given), --a-env /
+// --b-env, and --a-options / --b-options (options merged over the option set's, section by section, e.g.
 // `--b-options '{"server_config":{"decode_workers":1}}'`). The scenario is one of server-load's names
 // (`spans-json`, `logs-proto`, `metrics-proto-gzip`, ...); --options default or tuned.
 //
@@ -178,10 +178,9 @@ try {
   }
   // Each slice's window ends one slice after it, as every other's does: B's last now (A's last
   // slice has just run), A's last a slice's time later.
-  const cpuAtEnd = [0, 0];
-  cpuAtEnd[1] = (await cpuSeconds(servers[1]!.pid)).process;
+  const endOfB = (await cpuSeconds(servers[1]!.pid)).process;
   await new Promise((r) => setTimeout(r, sliceMs));
-  cpuAtEnd[0] = (await cpuSeconds(servers[0]!.pid)).process;
+  const cpuAtEnd = [(await cpuSeconds(servers[0]!.pid)).process, endOfB];
   const cpu = slices.map((sl, k) => {
     const next = slices.slice(k + 1).find((n) => n.server === sl.server);
     return (next?.cpuAtStart ?? cpuAtEnd[sl.server]!) - sl.cpuAtStart;
