@@ -141,6 +141,18 @@ describe('WorkerPool', () => {
     assert.equal(out.stdout.trim(), 'answered');
   });
 
+  it('while it closes, the pool keeps the process alive until its workers have exited, one still loading too', async () => {
+    const pool = new WorkerPool(url, { name: 'otelake-test', size: 1, workerData: { loadMs: 300 } });
+    pool.warm(); // loading, unreferenced: nothing waits for it
+    const timers = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
+    const before = timers();
+    const closing = pool.close();
+    assert.equal(timers(), before + 1, 'a referenced timer holds the event loop while the worker stops');
+    await closing;
+    assert.equal(pool.workers, 0);
+    assert.equal(timers(), before, 'and is cleared once it has exited');
+  });
+
   it('rejects the task of a worker that dies and replaces the worker', async () => {
     const pool = new WorkerPool(url, { name: 'otelake-test', size: 1 });
     await assert.rejects(pool.run('crash', null), /exited with code 3/);
