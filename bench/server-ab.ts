@@ -22,9 +22,10 @@
 // --a and --b: a src/ folder of another checkout, or `this`; a server gets its checkout's launcher
 // flags and environment (src/server/node-flags.ts), then --a-flags / --b-flags (extra node flags,
 // given with `=`, e.g. `--b-flags=--no-maglev`; BENCH_SERVER_FLAGS where not given), --a-env /
-// --b-env, and --a-options / --b-options (options merged over the option set's, section by section, e.g.
-// `--b-options '{"server_config":{"decode_workers":1}}'`). The scenario is one of server-load's names
-// (`spans-json`, `logs-proto`, `metrics-proto-gzip`, ...); --options default or tuned.
+// --b-env, and --a-options / --b-options (options merged over the option set's, section by
+// section, e.g. `--b-options '{"server_config":{"decode_workers":1}}'`). The scenario is one of
+// server-load's names (`spans-json`, `logs-proto`, `metrics-proto-gzip`, ...); --options default
+// or tuned.
 //
 // The same server on both sides shows what is left of the noise: B/A of CPU per item 0.96-1.00 at
 // the median here, p99 up to ~7% lower for B. So run a change both ways round (as A, then as B).

@@ -495,7 +495,7 @@ export class WorkerPool {
    * Waits for tasks in flight, then stops every worker. Queued tasks not yet started are rejected.
    * Until the last worker has exited a timer keeps the process alive: on Node 22.15 the event loop
    * ran empty while a server's close waited here for a decoder still loading to exit (the test
-   * process then ended mid-stop: 3 times in ~3,500 runs of two tenancy tests on a loaded machine,
+   * process then ended mid-stop: 3 times in ~3,700 runs of two tenancy tests on a loaded machine,
    * the two traced both here).
    */
   async close(): Promise<void> {
