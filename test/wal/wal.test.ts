@@ -40,6 +40,7 @@ function times(e: { batch: WalEntry['batch'] }): bigint[] {
 async function fileHandlePrototype(): Promise<{
   write: (...a: unknown[]) => Promise<unknown>;
   datasync: () => Promise<void>;
+  sync: () => Promise<void>;
 }> {
   const probe = await open(join(tmpdir(), `otelake-probe-${process.pid}`), 'w');
   await probe.close();
@@ -261,6 +262,59 @@ describe('WriteAheadLog', () => {
     for (const e of replayed) again.release(e.seq, e.batch.numRows);
     await again.close();
     assert.deepEqual(await readdir(dir), [], 'a clean close leaves no segment and no spare');
+  });
+
+  it("syncs the log's folder before a committed segment, reused as the next one, gets its new header", async () => {
+    // The file handles' syncs and writes, each with the path its descriptor is open on.
+    const proto = await fileHandlePrototype();
+    const { write, sync } = proto;
+    const events: { op: 'sync' | 'write' | 'released'; path: string; bytes?: number; at?: number }[] = [];
+    const pathOf = async (fh: unknown) => readlink(`/proc/self/fd/${(fh as { fd: number }).fd}`);
+    proto.write = async function (this: unknown, ...args: unknown[]) {
+      events.push({ op: 'write', path: await pathOf(this), bytes: args[2] as number, at: args[3] as number });
+      return write.apply(this, args);
+    };
+    proto.sync = async function (this: unknown) {
+      events.push({ op: 'sync', path: await pathOf(this) });
+      return sync.call(this);
+    };
+    const dir = join(root, 'reuse-order');
+    const segmentBytes = 64 * 1024;
+    try {
+      const { wal } = await WriteAheadLog.open(dir, { segmentBytes });
+      await replayAll(wal);
+      const logged: LoggedEntry[] = [];
+      let t = 0;
+      while (wal.stats().segments < 3) {
+        t += 50;
+        await wal.append([entry(50, t)], (l) => logged.push(...l));
+      }
+      // Their rows committed, the full segments become spares (renamed)...
+      for (const e of logged) wal.release(e.seq, e.batch.numRows);
+      await wal.settled();
+      assert.ok(wal.stats().spare_segments > 0);
+      events.push({ op: 'released', path: dir });
+      // ... and the next segment is one of them, its header written over the old one.
+      const spares = wal.stats().spare_segments;
+      while (wal.stats().spare_segments === spares) {
+        t += 50;
+        await wal.append([entry(50, t)], () => {});
+      }
+      await wal.close();
+    } finally {
+      proto.write = write;
+      proto.sync = sync;
+    }
+    const released = events.findIndex((e) => e.op === 'released');
+    const header = events.findIndex(
+      (e, i) =>
+        i > released && e.op === 'write' && e.path.endsWith('.wal-spare') && e.at === 0 && e.bytes === 64,
+    );
+    assert.ok(header > released, 'a spare got a new header');
+    assert.ok(
+      events.slice(released, header).some((e) => e.op === 'sync' && e.path === dir),
+      "the log's folder (its rename to a spare, and the journal before it) synced before the header",
+    );
   });
 
   it("syncs a spare a chunk at a time: never more than a chunk of it for the log's own syncs to wait behind", async () => {
