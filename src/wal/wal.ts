@@ -22,11 +22,11 @@
 // is prepared: zeros written to its full size and synced (`spare-<n>.wal-spare`), a chunk at a
 // time, as the log's syncs still wait behind what the disk is flushing. A segment whose rows are
 // all committed becomes a spare again instead of being deleted (the log's folder synced before it
-// is written over, so that the commits that emptied it are on disk first: see takeSpare). Writing
-// into a spare changes no metadata, and its sync waits for no journal commit. A spare's old
-// records cannot be taken for new ones: since `OTLKWAL2` a record's CRC starts from the epoch and
-// the segment's ordinal, which never repeat, and replay also wants each record to continue the
-// sequence numbers.
+// can be written over, so that the commits that emptied it are on disk first: see dropIfDone).
+// Writing into a spare changes no metadata, and its sync waits for no journal commit. A spare's
+// old records cannot be taken for new ones: since `OTLKWAL2` a record's CRC starts from the epoch
+// and the segment's ordinal, which never repeat, and replay also wants each record to continue
+// the sequence numbers.
 
 import { randomUUID } from 'node:crypto';
 import { constants, writevSync } from 'node:fs';
@@ -651,13 +651,6 @@ export class WriteAheadLog {
     if (spare === undefined) return null;
     let fh: FileHandle | null = null;
     try {
-      // A spare is often a segment whose rows were just committed. Those commits (a link in each
-      // table's `_delta_log`) and the rename to a spare are metadata, which the file system's
-      // journal writes in order; the header below is data, on disk without waiting for the
-      // journal. Syncing this folder first commits the journal up to the rename, the tables'
-      // commits with it (ext4, XFS: one journal, committed in order). Otherwise a power loss could
-      // keep the new header but not the commits: the rows in neither a table nor the log.
-      await fsyncPath(this.dir);
       fh = await open(spare, this.openFlags(true));
       await fh.write(header, 0, HEADER_BYTES, 0);
       await this.synced(fh);
@@ -759,6 +752,19 @@ export class WriteAheadLog {
         if (size >= this.segmentBytes && !this.closed) {
           const spare = this.nextSparePath();
           await rename(segment.path, spare);
+          // The commits that emptied the segment (a link in each table's `_delta_log`) and this
+          // rename are metadata, which the file system's journal commits in order; the header a
+          // spare gets when it is taken (takeSpare) is data, on disk without waiting for the
+          // journal. So the folder is synced before the spare can be taken, which commits the
+          // journal up to the rename and the tables' commits with it (ext4, XFS: one journal,
+          // committed in order). Otherwise a power loss could keep the new header but not the
+          // commits: the rows in neither a table nor the log.
+          try {
+            await fsyncPath(this.dir);
+          } catch {
+            await unlink(spare).catch(() => {});
+            return;
+          }
           this.spares.push(spare);
           return;
         }

@@ -3,7 +3,7 @@ import { spawnSync } from 'node:child_process';
 import { constants } from 'node:fs';
 import { mkdtemp, open, readdir, readFile, readlink, rm, stat, truncate, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { crc32 } from 'node:zlib';
@@ -264,21 +264,29 @@ describe('WriteAheadLog', () => {
     assert.deepEqual(await readdir(dir), [], 'a clean close leaves no segment and no spare');
   });
 
-  it("syncs the log's folder before a committed segment, reused as the next one, gets its new header", async () => {
-    // The file handles' syncs and writes, each with the path its descriptor is open on.
+  it("syncs the log's folder after a committed segment becomes a spare, before its new header", async () => {
+    const dir = join(root, 'reuse-order');
+    // The file handles' writes, with the path each descriptor is open on, and the syncs of the
+    // log's folder, with the spares it then held.
+    type Event =
+      | { op: 'write'; path: string; bytes: number; at: number }
+      | { op: 'folder synced'; spares: string[] }
+      | { op: 'released' };
+    const events: Event[] = [];
     const proto = await fileHandlePrototype();
     const { write, sync } = proto;
-    const events: { op: 'sync' | 'write' | 'released'; path: string; bytes?: number; at?: number }[] = [];
     const pathOf = async (fh: unknown) => readlink(`/proc/self/fd/${(fh as { fd: number }).fd}`);
     proto.write = async function (this: unknown, ...args: unknown[]) {
       events.push({ op: 'write', path: await pathOf(this), bytes: args[2] as number, at: args[3] as number });
       return write.apply(this, args);
     };
     proto.sync = async function (this: unknown) {
-      events.push({ op: 'sync', path: await pathOf(this) });
+      if ((await pathOf(this)) === dir) {
+        const spares = (await readdir(dir)).filter((n) => n.endsWith('.wal-spare'));
+        events.push({ op: 'folder synced', spares });
+      }
       return sync.call(this);
     };
-    const dir = join(root, 'reuse-order');
     const segmentBytes = 64 * 1024;
     try {
       const { wal } = await WriteAheadLog.open(dir, { segmentBytes });
@@ -290,10 +298,10 @@ describe('WriteAheadLog', () => {
         await wal.append([entry(50, t)], (l) => logged.push(...l));
       }
       // Their rows committed, the full segments become spares (renamed)...
+      events.push({ op: 'released' });
       for (const e of logged) wal.release(e.seq, e.batch.numRows);
       await wal.settled();
       assert.ok(wal.stats().spare_segments > 0);
-      events.push({ op: 'released', path: dir });
       // ... and the next segment is one of them, its header written over the old one.
       const spares = wal.stats().spare_segments;
       while (wal.stats().spare_segments === spares) {
@@ -311,9 +319,10 @@ describe('WriteAheadLog', () => {
         i > released && e.op === 'write' && e.path.endsWith('.wal-spare') && e.at === 0 && e.bytes === 64,
     );
     assert.ok(header > released, 'a spare got a new header');
+    const spare = basename((events[header] as { path: string }).path);
     assert.ok(
-      events.slice(released, header).some((e) => e.op === 'sync' && e.path === dir),
-      "the log's folder (its rename to a spare, and the journal before it) synced before the header",
+      events.slice(released, header).some((e) => e.op === 'folder synced' && e.spares.includes(spare)),
+      `the log's folder synced once ${spare} was there (the rename and the journal before it), before its header`,
     );
   });
 
