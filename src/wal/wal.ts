@@ -639,6 +639,9 @@ export class WriteAheadLog {
     };
     this.segments.push(segment);
     this.active = { segment, fh };
+    // The segment before it may go now, its rows all committed (see dropIfDone).
+    const previous = this.segments.at(-2);
+    if (previous) this.dropLater(previous);
     return this.active;
   }
 
@@ -725,19 +728,27 @@ export class WriteAheadLog {
           : Math.min(rows, next ? next.firstSeq - seq : rows);
       if (segment.firstSeq <= seq) {
         segment.live -= n;
-        if (segment.live <= 0) {
-          const drop = this.dropIfDone(segment);
-          this.drops.add(drop);
-          void drop.finally(() => this.drops.delete(drop));
-        }
+        if (segment.live <= 0) this.dropLater(segment);
       }
       seq += n;
       rows -= n;
     }
   }
 
+  /** dropIfDone, in the background (close waits for it). */
+  private dropLater(segment: Segment): void {
+    const drop = this.dropIfDone(segment);
+    this.drops.add(drop);
+    void drop.finally(() => this.drops.delete(drop));
+  }
+
   private async dropIfDone(segment: Segment): Promise<void> {
     if (segment.live > 0 || this.active?.segment === segment || this.unreplayed.has(segment)) return;
+    // The newest segment stays while an older one does (rows not yet committed): the next open
+    // numbers rows on from the newest segment left, and the tables' `txn` versions may already
+    // count this one's rows. Without it, new rows would get numbers the tables already have, and
+    // replay would skip them. It goes once the next segment is open (openSegment).
+    if (segment === this.segments.at(-1) && this.segments.length > 1) return;
     const i = this.segments.indexOf(segment);
     if (i < 0) return;
     this.segments.splice(i, 1);

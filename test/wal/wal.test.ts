@@ -264,6 +264,52 @@ describe('WriteAheadLog', () => {
     assert.deepEqual(await readdir(dir), [], 'a clean close leaves no segment and no spare');
   });
 
+  for (const how of ['a crash', 'a clean close'] as const) {
+    it(`numbers rows on past every row logged before ${how}, when only an older segment holds rows`, async () => {
+      const dir = join(root, `numbering-${how.replaceAll(' ', '-')}`);
+      const segmentBytes = 16 * 1024;
+      const { wal } = await WriteAheadLog.open(dir, { segmentBytes });
+      await replayAll(wal);
+      const logged: LoggedEntry[] = [];
+      let t = 0;
+      const append = async () => {
+        t += 50;
+        await wal.append([entry(50, t)], (l) => logged.push(...l));
+      };
+      while (wal.stats().segments < 2) await append();
+      // The first rows stay pending (a table whose writes keep failing); the others are committed,
+      // and their tables record how far in their `txn`, up to the moment a segment has just filled
+      // and no newer one is open yet.
+      const kept = logged[0]!;
+      const active = () => (wal as unknown as { active: unknown }).active;
+      do {
+        await append();
+        for (const e of logged.splice(1)) wal.release(e.seq, e.batch.numRows);
+      } while (active() !== null);
+      await wal.settled();
+      const tablesHave = t; // rows 0 .. t - 1 were logged, 50 at a time
+      if (how === 'a clean close') await wal.close();
+      const again = (await WriteAheadLog.open(dir, { segmentBytes })).wal;
+      const replayed = await replayAll(again);
+      assert.ok(
+        replayed.some((e) => e.seq === kept.seq),
+        'the pending rows are replayed',
+      );
+      // New rows get numbers past every logged one, so that no table takes them for rows it has.
+      let next = -1;
+      await again.append([entry(1, 999_999)], (l) => {
+        next = l[0]!.seq;
+      });
+      assert.ok(
+        next >= tablesHave,
+        `the next row is numbered ${next}, the tables have rows up to ${tablesHave}`,
+      );
+      for (const e of replayed) again.release(e.seq, e.batch.numRows);
+      await again.close();
+      if (how === 'a crash') await wal.close();
+    });
+  }
+
   it("syncs the log's folder after a committed segment becomes a spare, before its new header", async () => {
     const dir = join(root, 'reuse-order');
     // The file handles' writes, with the path each descriptor is open on, and the syncs of the
