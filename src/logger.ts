@@ -80,6 +80,8 @@ export interface LoggerInit {
    * delays of failed steps (default 5 s doubling up to 15 min, with jitter).
    */
   shipperTiming?: ShipperTiming;
+  /** How often rows the replay had to leave in the write-ahead log are tried again (default 5 s). */
+  heldRetryMs?: number;
 }
 
 export type LogSink = (level: 'error' | 'warn' | 'info', message: string) => void;
@@ -148,6 +150,33 @@ export type FlushMode = 'auto' | 'none';
 type State = 'created' | 'running' | 'stopping' | 'stopped';
 
 const OK: IngestTuple = Object.freeze([true, null]) as unknown as IngestTuple;
+
+/** How often rows the replay had to leave in the write-ahead log are tried again. */
+const HELD_RETRY_MS = 5_000;
+
+/** Rows of one table and day held in the write-ahead log since the replay (see Logger.replay). */
+interface HeldRows {
+  table: TableName;
+  day: string;
+  /** Sequence ranges, in log order. */
+  ranges: { seq: number; rows: number }[];
+  /** Why the table did not open, at the last try. */
+  reason: string;
+}
+
+function holdRange(h: HeldRows, seq: number, rows: number): void {
+  const last = h.ranges.at(-1);
+  if (last && last.seq + last.rows === seq) last.rows += rows;
+  else h.ranges.push({ seq, rows });
+}
+
+function heldProblem(h: HeldRows): string {
+  const rows = h.ranges.reduce((n, r) => n + r.rows, 0);
+  return (
+    `${rows} rows of the ${h.table} table of ${h.day} from before the restart are held in the ` +
+    `write-ahead log until the table opens (${h.reason}); ingest into it answers 503 meanwhile`
+  );
+}
 
 /** How often whenDayLanded looks again at the queue and the batches. */
 const LANDED_POLL_MS = 20;
@@ -231,6 +260,14 @@ export class Logger {
   private readonly s3: ResolvedS3;
   private shipper: Shipper | null = null;
   private readonly damaged: DamagedTables;
+  /**
+   * Rows the replay at start left in the write-ahead log, their table not opening then: their
+   * ranges by table and day (see replay). Ingest into that table and day is refused, and the day
+   * is not sealed, until a later try queues them.
+   */
+  private readonly held = new Map<string, HeldRows>();
+  private heldTimer: NodeJS.Timeout | null = null;
+  private requeueing: Promise<void> | null = null;
 
   constructor(init: LoggerInit = {}) {
     this.init = init;
@@ -375,16 +412,25 @@ export class Logger {
         try {
           committed.set(key, (await this.table(e.table, e.day)).txnVersion(wal.appId) ?? 0);
         } catch (err) {
-          // The table cannot be opened: its rows stay in the log for the next start.
+          // The table cannot be opened: its rows stay in the log, held until a later try queues
+          // them (requeueHeld). Meanwhile no newer row of it may be committed: its `txn` would
+          // then count the held rows as written, and the next start would skip them.
+          const reason = (err as Error).message;
           this.logSink(
             'error',
-            `cannot replay rows of ${key} from the write-ahead log: ${(err as Error).message}`,
+            `cannot replay rows of ${key} from the write-ahead log: ${reason}; they stay in it and are ` +
+              'tried again every few seconds; until then ingest into that table and day answers 503 ' +
+              'and the day is not sealed',
           );
+          this.held.set(key, { table: e.table, day: e.day, ranges: [], reason });
           committed.set(key, null);
         }
       }
       const upTo = committed.get(key);
-      if (upTo === null || upTo === undefined) continue;
+      if (upTo === null || upTo === undefined) {
+        holdRange(this.held.get(key)!, e.seq, rows);
+        continue;
+      }
       const from = Math.min(rows, Math.max(0, upTo - e.seq));
       if (from > 0) wal.release(e.seq, from);
       if (from === rows) continue;
@@ -394,6 +440,65 @@ export class Logger {
       replayed += rows - from;
     }
     if (replayed > 0) this.logSink('info', `replayed ${replayed} rows from the write-ahead log`);
+    if (this.held.size > 0) {
+      this.heldTimer = setInterval(() => void this.requeueHeld(), this.init.heldRetryMs ?? HELD_RETRY_MS);
+      this.heldTimer.unref();
+    }
+  }
+
+  /** Queues the held rows of each table that opens now (see replay); the others wait for the next try. */
+  private requeueHeld(): Promise<void> {
+    this.requeueing ??= (async () => {
+      const wal = this.wal!;
+      for (const [key, h] of this.held) {
+        if (this.state === 'stopping' || this.state === 'stopped') return;
+        let upTo: number;
+        try {
+          upTo = (await this.table(h.table, h.day)).txnVersion(wal.appId) ?? 0;
+        } catch (err) {
+          h.reason = (err as Error).message;
+          continue;
+        }
+        // As at the replay: the rows the table has are released, the others queued in log order.
+        const left: { seq: number; rows: number }[] = [];
+        for (const r of h.ranges) {
+          const done = Math.min(r.rows, Math.max(0, upTo - r.seq));
+          if (done > 0) wal.release(r.seq, done);
+          if (done < r.rows) left.push({ seq: r.seq + done, rows: r.rows - done });
+        }
+        h.ranges = left;
+        try {
+          const parts = left.length === 0 ? [] : await wal.read(h.table, h.day, left);
+          const rows = parts.reduce((n, p) => n + p.to - p.from, 0);
+          const res = rows === 0 ? null : await this.producer!.reserve(rows, Number.POSITIVE_INFINITY, true);
+          if (typeof res === 'string') return; // stopping: the rows stay in the log
+          if (res !== null)
+            this.producer!.fill(
+              res,
+              parts.map((p) => ({
+                table: h.table,
+                day: h.day,
+                batch: p.batch,
+                from: p.from,
+                to: p.to,
+                seq: p.seq,
+              })),
+            );
+          this.logSink('info', `queued ${rows} rows of ${key} that the write-ahead log held since the start`);
+        } catch (err) {
+          h.reason = `cannot read them back from the write-ahead log: ${(err as Error).message}`;
+          continue;
+        }
+        this.held.delete(key);
+      }
+      if (this.held.size === 0 && this.heldTimer) {
+        clearInterval(this.heldTimer);
+        this.heldTimer = null;
+      }
+    })().finally(() => {
+      this.requeueing = null;
+    });
+    return this.requeueing;
   }
 
   /** A line for the operator when a table's writes fail or recover. */
@@ -672,6 +777,11 @@ export class Logger {
   private unavailable(tables: readonly TableName[]): string | null {
     const damage = this.damagedToday(tables);
     if (damage) return damage;
+    const today = this.producer!.today();
+    for (const t of tables) {
+      const h = this.held.get(`${t}/${today}`);
+      if (h) return heldProblem(h);
+    }
     for (const t of tables) {
       const f = this.aggregator!.failure(t);
       if (f) return `writes to ${f.table} are failing: ${f.message}`;
@@ -721,6 +831,8 @@ export class Logger {
   private async shutdown(flush: FlushMode): Promise<void> {
     await this.ready.catch(() => {});
     this.state = 'stopping';
+    if (this.heldTimer) clearInterval(this.heldTimer);
+    await this.requeueing; // held rows it has not queued stay in the log for the next start
     this.removeHooks?.();
     await this.shipper?.stop();
     const producer = this.producer;
@@ -796,6 +908,7 @@ export class Logger {
     }
     const walError = this.wal?.stats().last_error;
     if (walError) out.push(`write-ahead log write failed at ${walError.at}: ${walError.message}`);
+    for (const h of this.held.values()) out.push(heldProblem(h));
     for (const d of this.damaged.list()) {
       out.push(`the ${d.table} table of ${d.day} is damaged (found ${d.since}): ${d.reason}`);
     }
@@ -859,7 +972,8 @@ export class Logger {
     const producer = this.producer!;
     const aggregator = this.aggregator!;
     const capturing = () => [...this.capturing.keys()].some((d) => d <= day);
-    while (capturing() || producer.holdsDayOrEarlier(day) || aggregator.pendingRowsOf(day) > 0) {
+    const held = () => [...this.held.values()].some((h) => h.day <= day);
+    while (capturing() || held() || producer.holdsDayOrEarlier(day) || aggregator.pendingRowsOf(day) > 0) {
       if (this.state !== 'running') throw new Error(`the logger is ${this.state}: day ${day} has not landed`);
       await new Promise((r) => setTimeout(r, LANDED_POLL_MS));
     }

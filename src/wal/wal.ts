@@ -789,15 +789,16 @@ export class WriteAheadLog {
   }
 
   /**
-   * Reads logged rows back (a batch lost with a worker that died): the rows of the ranges, in
-   * order, as slices of the entries of `table` and `day` that hold them (a range may span many).
+   * Reads logged rows back (a batch lost with a worker that died, rows held since the replay):
+   * the rows of the ranges, in order, as slices of the entries of `table` and `day` that hold them
+   * (a range may span many), each with its entry's first sequence number.
    */
   async read(
     table: TableName,
     day: string,
     ranges: readonly { seq: number; rows: number }[],
-  ): Promise<{ batch: PackedBatch; from: number; to: number }[]> {
-    const out: { batch: PackedBatch; from: number; to: number }[] = [];
+  ): Promise<{ batch: PackedBatch; from: number; to: number; seq: number }[]> {
+    const out: { batch: PackedBatch; from: number; to: number; seq: number }[] = [];
     let i = 0;
     // The next row to find: ranges come in log order.
     let at = ranges[0]?.seq ?? 0;
@@ -810,7 +811,7 @@ export class WriteAheadLog {
           while (i < ranges.length && at >= e.seq && at < end) {
             const r = ranges[i]!;
             const to = Math.min(r.seq + r.rows, end);
-            out.push({ batch: e.batch, from: at - e.seq, to: to - e.seq });
+            out.push({ batch: e.batch, from: at - e.seq, to: to - e.seq, seq: e.seq });
             at = to;
             if (at === r.seq + r.rows) at = ranges[++i]?.seq ?? 0;
           }

@@ -4,9 +4,9 @@
 
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
-import { cp, mkdtemp, readdir, rm } from 'node:fs/promises';
+import { cp, mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { BatchBuilder, packBatch } from '../../src/delta/batch.ts';
 import { DeltaTable } from '../../src/delta/table.ts';
@@ -137,6 +137,53 @@ describe('durability "wal"', () => {
     assert.deepEqual(await storedTimes(logger), range(30), 'rows 15-29 replayed, none twice');
     const after = await DeltaTable.open(join(root, 'staging', 'days', today(), 'otel', 'logs'));
     assert.equal(after.txnVersion(wal.appId), 30);
+  });
+
+  it('rows the replay cannot queue (their table does not open) are held in the log, then queued once it opens', async () => {
+    const logger = await openLogger('held', HOLD);
+    assert.ok((await Promise.all(range(100).map((i) => logger.ingestLog(logRow(i))))).every(([ok]) => ok));
+    await cp(join(dir, 'held'), join(dir, 'held-crashed'), { recursive: true });
+    await logger.stop({ flush: 'none' });
+    // After the restart the logs table of today does not open: a file stands where its folder goes.
+    const tableDir = join(dir, 'held-crashed', 'staging', 'days', today(), 'otel', 'logs');
+    await rm(tableDir, { recursive: true, force: true });
+    await mkdir(dirname(tableDir), { recursive: true });
+    await writeFile(tableDir, 'not a table');
+    const restarted = await Logger.open({
+      instanceDir: dir,
+      instanceId: 'held-crashed',
+      handleSignals: false,
+      heldRetryMs: 50,
+      log: () => {},
+    });
+    // New rows of that table and day are refused meanwhile: their commit's `txn` would count the
+    // held rows as written, and the next start would skip them.
+    const [ok] = await restarted.ingestLog(logRow(1000));
+    assert.equal(ok, false);
+    assert.match(restarted.problems().join('\n'), /100 rows of the logs table of .* are held/);
+    // Nor is the day taken for landed (what the seal waits for).
+    let landed = false;
+    const landing = restarted.whenDayLanded(today()).then(() => {
+      landed = true;
+    });
+    await new Promise((r) => setTimeout(r, 200));
+    assert.equal(landed, false, 'the day has not landed while rows of it are held');
+    // Mended, the table opens at the next try: the held rows are queued, and ingest resumes.
+    await rm(tableDir);
+    for (let waited = 0; restarted.problems().length > 0; waited += 20) {
+      assert.ok(waited < 10_000, `still held: ${restarted.problems()}`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    await landing;
+    assert.ok(
+      (await Promise.all(range(50, 100).map((i) => restarted.ingestLog(logRow(i))))).every(([ok]) => ok),
+    );
+    await restarted.stop();
+    assert.deepEqual(await storedTimes(restarted), range(150));
+    // The next start finds every row written once: none skipped, none replayed again.
+    const again = await openLogger('held-crashed');
+    await again.stop();
+    assert.deepEqual(await storedTimes(again), range(150));
   });
 
   it('a request is stored whole or not at all across the tables it feeds', async () => {
