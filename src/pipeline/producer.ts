@@ -366,9 +366,15 @@ export class Producer {
     return q;
   }
 
+  /**
+   * Whether `n` rows get room now. Never ahead of a producer already waiting: a request larger than
+   * the queue (the Collector's 8,192 items against the default 2,048) waits for an empty queue,
+   * and smaller ones that fit alongside a steady flow would otherwise keep it from ever emptying.
+   */
   private fits(n: number): boolean {
+    if (this.waiters.length > 0) return false;
     const used = this.queued + this.reserved;
-    return used + n <= this.limit || (used === 0 && this.waiters.length === 0);
+    return used + n <= this.limit || used === 0;
   }
 
   private evictOldest(n: number): void {

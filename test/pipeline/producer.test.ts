@@ -107,6 +107,31 @@ describe('Producer', () => {
     assert.deepEqual(ids(p), [2, 3, 4, 5]);
   });
 
+  it('block serves waiting producers first: a request larger than the queue is not starved by smaller ones', async () => {
+    const p = new Producer(10, 'block', 10_000, Date.now);
+    await p.enqueue('logs', rows(5));
+    const order: string[] = [];
+    // 50 rows only get into an empty queue; then, while rows stay queued, a request of 2 that
+    // would fit beside them comes.
+    const large = p.enqueue('logs', rows(50, 100), 10_000).then((r) => order.push(`large ${r}`));
+    await new Promise((r) => setImmediate(r));
+    const small = p.enqueue('logs', rows(2, 200), 10_000).then((r) => order.push(`small ${r}`));
+    await new Promise((r) => setImmediate(r));
+    assert.deepEqual(order, [], 'the small request waits behind the large one');
+    assert.equal(p.stats().blocked_producers, 2);
+    // The consumer takes what is queued: the large request gets the empty queue, then the small one.
+    assert.deepEqual(ids(p), [0, 1, 2, 3, 4]);
+    await large;
+    assert.deepEqual(order, ['large enqueued']);
+    assert.deepEqual(
+      ids(p),
+      rows(50, 100).map((r) => r[0]),
+    );
+    await small;
+    assert.deepEqual(order, ['large enqueued', 'small enqueued']);
+    assert.deepEqual(ids(p), [200, 201]);
+  });
+
   it('block gives up after the timeout with queue_full', async () => {
     const p = new Producer(2, 'block', 20, Date.now);
     await p.enqueue('logs', rows(2));
