@@ -15,6 +15,7 @@ import {
 } from '../otlp/index.ts';
 import { isValidProjectId, PROJECT_ID_RULE } from '../schema/project.ts';
 import type { TableName } from '../schema/tables.ts';
+import { WorkerLost } from '../storage/worker-pool.ts';
 import { type BodyBudget, BodyError, closeAfterAnswer, codingsFor, readBody } from './body.ts';
 import type { DecodedTable, DecodeResult, Decoders } from './decode.ts';
 import type { ProjectRates } from './fairness.ts';
@@ -263,6 +264,11 @@ export function registerIngestRoutes(app: FastifyInstance, opts: IngestRouteOpti
       });
     } catch (err) {
       request.log.error({ err }, 'decoding an OTLP request failed');
+      // The decoder ended with this request in hand (another one's fault, or memory): nothing says
+      // the request is bad, and OTLP clients give up on a 500, so they are asked to send it again.
+      if (err instanceof WorkerLost) {
+        return sendRetryLater(reply, `the decoder ended before answering (${err.message})`, format);
+      }
       return sendStatus(reply, 500, `internal error: ${(err as Error).message}`, format);
     }
     if (!decoded.ok) return sendStatus(reply, decoded.status, decoded.message, format);

@@ -48,11 +48,22 @@ interface Runner {
 }
 
 /**
+ * A task's worker ended (crashed, ran out of memory, exited) before answering: the task may be
+ * sound, and another worker may run it. Every task the worker held fails with this.
+ */
+export class WorkerLost extends Error {
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = 'WorkerLost';
+  }
+}
+
+/**
  * A child process ended while it had tasks: a signal (SIGKILL from the kernel's out-of-memory
  * killer, most likely) or an exit code. Its tasks fail with this; the pool starts another for
  * the next task.
  */
-export class WorkerProcessEnded extends Error {
+export class WorkerProcessEnded extends WorkerLost {
   readonly signal: NodeJS.Signals | null;
   constructor(name: string, code: number | null, signal: NodeJS.Signals | null) {
     super(
@@ -460,7 +471,8 @@ export class WorkerPool {
   }
 
   private fail(slot: Slot, err: Error): void {
-    for (const job of slot.pending.values()) job.p.reject(err);
+    const lost = err instanceof WorkerLost ? err : new WorkerLost(err.message, { cause: err });
+    for (const job of slot.pending.values()) job.p.reject(lost);
     slot.pending.clear();
     this.remove(slot);
     void slot.worker.terminate();

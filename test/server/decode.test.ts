@@ -4,8 +4,17 @@
 // start; once the worker has loaded, it takes such bodies again. A larger body waits for it.
 
 import assert from 'node:assert/strict';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, test } from 'node:test';
+import type { Worker } from 'node:worker_threads';
+import Fastify from 'fastify';
+import { Logger } from '../../src/index.ts';
+import { BodyBudget } from '../../src/server/body.ts';
 import { Decoders, type DecodeTask, INLINE_BODY_BYTES } from '../../src/server/decode.ts';
+import { registerIngestRoutes } from '../../src/server/ingest.ts';
+import { WorkerLost } from '../../src/storage/worker-pool.ts';
 import { DEFAULT_SETTINGS } from '../otlp/helpers.ts';
 
 const LIMITS = { countLimit: 128, valueLengthLimit: 4096 };
@@ -82,4 +91,54 @@ describe('Decoders while their worker loads', () => {
       assert.equal(await rows(d, logsBody(600, 1000)), 600);
       assert.deepEqual(d.stats(), { event_loop: 1, workers: 0, running: 0 });
     }));
+});
+
+describe('a decode worker that ends with bodies in hand', () => {
+  test('fails them with WorkerLost; a new worker takes the next body', () =>
+    withDecoders(1, async (d) => {
+      await rows(d, logsBody(600, 1000)); // starts the worker
+      await untilRunning(d);
+      // The worker's pool, and its one worker, as the test stops it mid-task.
+      const pool = (d as unknown as { pool: { slots: { pending: Map<number, unknown>; worker: Worker }[] } })
+        .pool;
+      const decoding = d.decode(task(logsBody(4000, 200)));
+      const slot = pool.slots[0]!;
+      assert.equal(slot.pending.size, 1, 'the body went to the worker');
+      await slot.worker.terminate();
+      await assert.rejects(decoding, (err) => err instanceof WorkerLost);
+      assert.equal(await rows(d, logsBody(4000, 200)), 4000);
+    }));
+
+  test('the ingest route answers 503 with Retry-After, which OTLP clients retry (a 500 they drop)', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'otelake-decoder-lost-'));
+    const logger = await Logger.open({ instanceDir: dir, instanceId: 't', handleSignals: false });
+    const app = Fastify();
+    const lost = {
+      protobuf: false,
+      decode: () => Promise.reject(new WorkerLost('worker exited with code 1')),
+    } as unknown as Decoders;
+    registerIngestRoutes(app, {
+      logger,
+      decoders: lost,
+      bodies: new BodyBudget(1024 * 1024),
+      bodyLimitBytes: 1024 * 1024,
+      defaultProjectId: 'default',
+      rates: null,
+    });
+    try {
+      const res = await app.inject({
+        method: 'POST',
+        url: '/v1/logs',
+        headers: { 'content-type': 'application/json' },
+        payload: logsBody(1, 10),
+      });
+      assert.equal(res.statusCode, 503);
+      assert.equal(res.headers['retry-after'], '1');
+      assert.match(res.json().message, /the decoder ended before answering/);
+    } finally {
+      await app.close();
+      await logger.stop();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
 });
