@@ -71,6 +71,9 @@ export interface Access {
   problem(): string | null;
 }
 
+/** Seconds a client is asked to wait while the tokens file cannot be used (an operator mends it). */
+const TOKENS_RETRY_AFTER_S = 5;
+
 export function registerAccess(app: FastifyInstance, opts: AccessOptions): Access {
   const { tokens, requireAuth } = opts;
   app.decorateRequest('principal', null);
@@ -103,15 +106,20 @@ export function registerAccess(app: FastifyInstance, opts: AccessOptions): Acces
     const token = bearerToken(request.headers.authorization);
     const record = token === null ? null : set.verify(token);
     if (record === null) {
+      if (tokens.problem !== null) {
+        // The fault is the server's tokens file, not the client's token: 503 has clients retry
+        // until it is mended, where a 401 would have OTLP clients drop what they send meanwhile.
+        reply.header('retry-after', String(TOKENS_RETRY_AFTER_S));
+        return refuse(request, reply, 503, `no token can be checked now: ${tokens.problem}`);
+      }
       reply.header(
         'www-authenticate',
         token === null ? 'Bearer realm="otelake"' : 'Bearer realm="otelake", error="invalid_token"',
       );
       const why =
-        tokens.problem ??
-        (token === null
+        token === null
           ? 'send a token: Authorization: Bearer <token> (otelake token create)'
-          : 'the token is not valid (unknown, revoked or malformed)');
+          : 'the token is not valid (unknown, revoked or malformed)';
       return refuse(request, reply, 401, `authentication required: ${why}`);
     }
     if (!record.scopes.includes(scope)) {
@@ -149,11 +157,11 @@ function projectParams(request: FastifyRequest): string[] {
 function refuse(
   request: FastifyRequest,
   reply: FastifyReply,
-  status: 401 | 403,
+  status: 401 | 403 | 503,
   message: string,
 ): FastifyReply {
   noteRefusal(reply, message);
-  const error = status === 401 ? 'Unauthorized' : 'Forbidden';
+  const error = { 401: 'Unauthorized', 403: 'Forbidden', 503: 'Service Unavailable' }[status];
   if (!isIngestRoute(request.routeOptions.url)) return reply.code(status).send({ error, message });
   const format = formatOf(request.headers['content-type']) ?? 'json';
   const body = encodeStatus(rpcCodeForHttpStatus(status), message, format);

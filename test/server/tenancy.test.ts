@@ -309,7 +309,17 @@ describe('tokens: auth on once the instance has one; a token decides the project
   test('a tokens file that cannot be read accepts no token (auth stays on) until it is mended', async () => {
     const good = readFileSync(file, 'utf8');
     await writeFile(file, '{"tokens": [ broken');
-    assert.equal((await get(`${s.url}/api/logs`, bearer(tokens['aRead']!))).status, 401);
+    // Refused with 503 and Retry-After, which clients retry: their token is not what is wrong.
+    const read = await fetch(`${s.url}/api/logs`, { headers: bearer(tokens['aRead']!) });
+    assert.equal(read.status, 503);
+    assert.equal(read.headers.get('retry-after'), '5');
+    await read.body?.cancel();
+    const ingest = await post(`${s.url}/v1/logs`, logsBody(['while broken']), {
+      ...JSON_CT,
+      ...bearer(tokens['aIngest']!),
+    });
+    assert.equal(ingest.status, 503);
+    assert.match(ingest.text, /no token can be checked now: .*tokens\.json cannot be used/);
     const health = await getJson(`${s.url}/healthz`);
     assert.equal(health.body.status, 'degraded');
     assert.match(health.body.problems.join('\n'), /tokens\.json cannot be used/);
