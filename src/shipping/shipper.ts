@@ -8,6 +8,7 @@
 // Automatic runs (shipper_enabled and a complete S3 configuration) check for finished days at
 // start (resume) and every 30 s (the UTC rollover); `shipNow(day)` runs one day by hand.
 
+import { readFileSync } from 'node:fs';
 import { open, readdir, readFile, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { DeltaOptions } from '../delta/table.ts';
@@ -128,6 +129,27 @@ function processAlive(pid: number): boolean {
   } catch (err) {
     return (err as NodeJS.ErrnoException).code === 'EPERM';
   }
+}
+
+/**
+ * When a process started (clock ticks since boot: field 22 of /proc/<pid>/stat), which with its
+ * id tells it from a later process given the same id; null without procfs or once it has ended.
+ */
+export function processStartTime(pid: number): string | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] ?? null;
+  } catch {
+    return null;
+  }
+}
+
+/** Whether the process a lock names (its id, and start time where it was recorded) still runs. */
+function lockHolderAlive(pid: number, startedAt: string | undefined): boolean {
+  if (!processAlive(pid)) return false;
+  if (!startedAt) return true;
+  const now = processStartTime(pid);
+  return now === null || now === startedAt;
 }
 
 export class Shipper {
@@ -361,20 +383,23 @@ export class Shipper {
 
   /**
    * Holds `index/shipping.lock` while a day is shipped, so that two processes on one instance (a
-   * server and `otelake ship`) never ship at once. A lock whose process is gone is taken over.
+   * server and `otelake ship`) never ship at once. A lock whose process is gone is taken over:
+   * the lock names the process by its id and start time, as after a crash and a reboot its id may
+   * be another process's.
    */
   private async lock(): Promise<() => Promise<void>> {
     const file = join(this.init.layout.root, 'index', 'shipping.lock');
     for (let attempt = 0; ; attempt++) {
       try {
         const fh = await open(file, 'wx');
-        await fh.writeFile(`${process.pid}\n`);
+        await fh.writeFile(`${process.pid} ${processStartTime(process.pid) ?? ''}\n`);
         await fh.close();
         return () => unlink(file).catch(() => {});
       } catch (err) {
         if ((err as NodeJS.ErrnoException).code !== 'EEXIST' || attempt >= 3) throw err;
-        const pid = Number((await readFile(file, 'utf8').catch(() => '')).trim());
-        if (Number.isSafeInteger(pid) && pid > 0 && pid !== process.pid && processAlive(pid)) {
+        const [id, startedAt] = (await readFile(file, 'utf8').catch(() => '')).trim().split(/\s+/);
+        const pid = Number(id);
+        if (Number.isSafeInteger(pid) && pid > 0 && pid !== process.pid && lockHolderAlive(pid, startedAt)) {
           throw new ShipError(`process ${pid} is shipping days of this instance (${file})`);
         }
         await unlink(file).catch(() => {});

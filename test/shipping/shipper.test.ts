@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
-import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -10,7 +11,7 @@ import { closeDeltaWorkers } from '../../src/delta/table.ts';
 import { type LoggerInit, type Row, ShipError, TABLE_NAMES } from '../../src/index.ts';
 import { closeReadWorkers } from '../../src/read/query.ts';
 import { buildServer } from '../../src/server/app.ts';
-import { shipperHooks } from '../../src/shipping/shipper.ts';
+import { processStartTime, shipperHooks } from '../../src/shipping/shipper.ts';
 import { ObjectStore } from '../../src/storage/object-store.ts';
 import { resolveS3 } from '../../src/storage/s3-config.ts';
 import { createdBy } from '../delta/footer.ts';
@@ -434,6 +435,33 @@ describe('shipping failures', () => {
     assert.match(lines[3]!.error!, /logs: 1 data file\(s\) missing or of another size remotely/);
     assert.equal((await remoteTables(server.env, 'missing'))['logs']!.rows, 80);
     await logger.stop();
+  });
+});
+
+describe('the shipping lock', () => {
+  test("a lock left by a process that has ended is taken over, though its id is now another process's", async () => {
+    const { logger } = await finishedDay('lock', 10, { s3: s3Of(server.env) });
+    const file = join(dir, 'lock', 'index', 'shipping.lock');
+    // A live process that is not shipping, whose id a lock names: with its own start time it holds
+    // the lock; with another (the process that wrote the lock is gone) it does not.
+    const other = spawn('sleep', ['60'], { stdio: 'ignore' });
+    try {
+      const pid = other.pid!;
+      for (let i = 0; i < 100 && processStartTime(pid) === null; i++)
+        await new Promise((r) => setTimeout(r, 10));
+      await writeFile(file, `${pid} ${processStartTime(pid)}\n`);
+      await assert.rejects(
+        logger.shipNow(DAY),
+        new RegExp(`process ${pid} is shipping days of this instance`),
+      );
+      await writeFile(file, `${pid} 1\n`);
+      const summary = await logger.shipNow(DAY);
+      assert.equal(summary.status, 'cleaned', JSON.stringify(summary));
+      assert.equal(existsSync(file), false, 'the lock is let go');
+    } finally {
+      other.kill();
+      await logger.stop();
+    }
   });
 });
 
