@@ -262,8 +262,8 @@ export class Logger {
   private readonly damaged: DamagedTables;
   /**
    * Rows the replay at start left in the write-ahead log, their table not opening then: their
-   * ranges by table and day (see replay). Ingest into that table and day is refused, and the day
-   * is not sealed, until a later try queues them.
+   * ranges by table and day (see replay). Ingest into that table and day is refused, and a seal
+   * of the day fails, until a later try queues them.
    */
   private readonly held = new Map<string, HeldRows>();
   private heldTimer: NodeJS.Timeout | null = null;
@@ -420,7 +420,7 @@ export class Logger {
             'error',
             `cannot replay rows of ${key} from the write-ahead log: ${reason}; they stay in it and are ` +
               'tried again every few seconds; until then ingest into that table and day answers 503 ' +
-              'and the day is not sealed',
+              'and a seal of the day fails',
           );
           this.held.set(key, { table: e.table, day: e.day, ranges: [], reason });
           committed.set(key, null);
@@ -964,16 +964,26 @@ export class Logger {
    * Resolves once every row of `day` accepted by this logger has landed in its Delta tables:
    * nothing of the day (or before) waiting for its write-ahead log write, in the producer queue,
    * in the aggregator's batches or in writes in flight. Rows the log holds from an earlier
-   * process were queued by the replay at start. Only a past day can be waited for usefully (today keeps receiving rows). Rejects when
-   * the logger stops meanwhile: a day must not be sealed while a stop flushes it.
+   * process were queued by the replay at start, but for those of a table that did not open then:
+   * while the day has such rows, this rejects. Only a past day can be waited for usefully (today
+   * keeps receiving rows). Rejects when the logger stops meanwhile: a day must not be sealed while
+   * a stop flushes it.
    */
   async whenDayLanded(day: string): Promise<void> {
     await this.ready;
     const producer = this.producer!;
     const aggregator = this.aggregator!;
     const capturing = () => [...this.capturing.keys()].some((d) => d <= day);
-    const held = () => [...this.held.values()].some((h) => h.day <= day);
-    while (capturing() || held() || producer.holdsDayOrEarlier(day) || aggregator.pendingRowsOf(day) > 0) {
+    const heldProblemOf = () => {
+      for (const h of this.held.values()) if (h.day === day) return heldProblem(h);
+      return null;
+    };
+    for (;;) {
+      // Rows held since the start land only once their table opens: the seal fails (and is tried
+      // again later) rather than wait for that.
+      const held = heldProblemOf();
+      if (held !== null) throw new Error(`day ${day} has not landed: ${held}`);
+      if (!(capturing() || producer.holdsDayOrEarlier(day) || aggregator.pendingRowsOf(day) > 0)) return;
       if (this.state !== 'running') throw new Error(`the logger is ${this.state}: day ${day} has not landed`);
       await new Promise((r) => setTimeout(r, LANDED_POLL_MS));
     }
