@@ -9,7 +9,7 @@ import type { ShipProgress, ShipSummary } from '../shipping/shipper.ts';
 import { InstanceLayout } from '../storage/layout.ts';
 import { CliError, UsageError } from './errors.ts';
 import type { ShipFlags } from './flags.ts';
-import { processAlive, readPid } from './pidfile.ts';
+import { claimPidFile, removePidFile } from './pidfile.ts';
 import { bytes, grid, outputWidth } from './render.ts';
 
 /** Progress as plain lines: each step, and the upload every tenth of its bytes. */
@@ -97,12 +97,24 @@ export async function shipCommand(flags: ShipFlags): Promise<void> {
   if (!exists) {
     throw new CliError(`no instance '${layout.instanceId}' at ${layout.root}; check --dir and --instance-id`);
   }
-  const pid = await readPid(layout.pidFile);
-  if (pid && processAlive(pid)) {
+  // Held for the run, as a server holds it: a server started meanwhile would replay the same
+  // write-ahead log into the same tables (rows written twice, and a file the seal's VACUUM removes
+  // before the server commits it).
+  const claim = await claimPidFile(layout.pidFile);
+  if (!claim.claimed) {
     throw new CliError(
-      `the server of instance '${layout.instanceId}' is running (pid ${pid}): it ships finished days itself when shipper_enabled is true; stop it (otelake stop) to ship by hand`,
+      `the server of instance '${layout.instanceId}' is running (pid ${claim.runningPid}): it ships finished days itself when shipper_enabled is true; stop it (otelake stop) to ship by hand`,
     );
   }
+  try {
+    await shipDays(flags);
+  } finally {
+    await removePidFile(layout.pidFile, process.pid);
+  }
+}
+
+/** Ships the days `flags` name through a logger of the instance (its pidfile held by the caller). */
+async function shipDays(flags: ShipFlags): Promise<void> {
   const { Logger } = await import('../logger.ts');
   const { ShipError } = await import('../shipping/shipper.ts');
   const logger = await Logger.open({

@@ -1,13 +1,17 @@
 // `otelake ship` and `otelake view --storage s3` as a user runs them (separate processes).
 
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
+import { type AddressInfo, createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { readPid } from '../../src/cli/pidfile.ts';
 import { renderHealth } from '../../src/cli/status.ts';
-import { otelake, runProcess } from '../cli/helpers.ts';
+import { freePort, killQuietly, LAUNCHER, otelake, runProcess, waitFor } from '../cli/helpers.ts';
 import { DAY, DAY_MS } from './helpers.ts';
 import { type S3Server, startS3Server } from './s3-server.ts';
 
@@ -69,6 +73,38 @@ describe('otelake ship', () => {
     const again = await otelake(['ship', '-D', dir, '-I', 'cli', '--all'], { env });
     assert.equal(again.code, 0, again.stderr);
     assert.match(again.stdout, /nothing to ship/);
+    assert.equal(existsSync(join(dir, 'cli', 'otelake.pid')), false, 'the pidfile is let go');
+  });
+
+  test('holds the instance pidfile while it ships, so that a server cannot start on the same log meanwhile', async () => {
+    const env = { ...noS3, OTELAKE_TEST_NOW: String(DAY_MS), NODE_TEST_CONTEXT: undefined };
+    const ingest = await runProcess(process.execPath, [CHILD, dir, 'held', 'ingest', '10'], { env });
+    assert.equal(ingest.code, 0, ingest.stderr);
+    // An S3 endpoint that takes connections and never answers: the upload waits on it.
+    const sockets: Socket[] = [];
+    const silent = createServer((socket) => sockets.push(socket));
+    await new Promise<void>((ok) => silent.listen(0, '127.0.0.1', ok));
+    const endpoint = `http://127.0.0.1:${(silent.address() as AddressInfo).port}`;
+    const pidFile = join(dir, 'held', 'otelake.pid');
+    const ship = spawn(process.execPath, [LAUNCHER, 'ship', '-D', dir, '-I', 'held', '--day', DAY], {
+      env: { ...process.env, ...noS3, ...server.env, CLOUD_ENDPOINT_URL: endpoint },
+      stdio: 'ignore',
+    });
+    try {
+      await waitFor('otelake ship to hold the pidfile', async () => (await readPid(pidFile)) === ship.pid);
+      const start = await otelake(['start', '-D', dir, '-I', 'held', '--port', String(await freePort())], {
+        env: noS3,
+      });
+      assert.equal(start.code, 1, start.stdout);
+      assert.match(
+        start.stderr,
+        new RegExp(`otelake is already running for instance 'held' \\(pid ${ship.pid}\\)`),
+      );
+    } finally {
+      killQuietly(ship);
+      for (const socket of sockets) socket.destroy();
+      silent.close();
+    }
   });
 
   test('refuses the current day, a missing flag and incomplete settings, naming the variables', async () => {
