@@ -164,6 +164,14 @@ interface HeldRows {
   reason: string;
 }
 
+/**
+ * How many of the `rows` logged from `seq` a table already has, by the log position its `txn`
+ * records (`upTo`): they are released, the rest are queued.
+ */
+function committedRows(seq: number, rows: number, upTo: number): number {
+  return Math.min(rows, Math.max(0, upTo - seq));
+}
+
 function holdRange(h: HeldRows, seq: number, rows: number): void {
   const last = h.ranges.at(-1);
   if (last && last.seq + last.rows === seq) last.rows += rows;
@@ -431,7 +439,7 @@ export class Logger {
         holdRange(this.held.get(key)!, e.seq, rows);
         continue;
       }
-      const from = Math.min(rows, Math.max(0, upTo - e.seq));
+      const from = committedRows(e.seq, rows, upTo);
       if (from > 0) wal.release(e.seq, from);
       if (from === rows) continue;
       const res = await this.producer!.reserve(rows - from, Number.POSITIVE_INFINITY, true);
@@ -462,7 +470,7 @@ export class Logger {
         // As at the replay: the rows the table has are released, the others queued in log order.
         const left: { seq: number; rows: number }[] = [];
         for (const r of h.ranges) {
-          const done = Math.min(r.rows, Math.max(0, upTo - r.seq));
+          const done = committedRows(r.seq, r.rows, upTo);
           if (done > 0) wal.release(r.seq, done);
           if (done < r.rows) left.push({ seq: r.seq + done, rows: r.rows - done });
         }
@@ -777,10 +785,12 @@ export class Logger {
   private unavailable(tables: readonly TableName[]): string | null {
     const damage = this.damagedToday(tables);
     if (damage) return damage;
-    const today = this.producer!.today();
-    for (const t of tables) {
-      const h = this.held.get(`${t}/${today}`);
-      if (h) return heldProblem(h);
+    if (this.held.size > 0) {
+      const today = this.producer!.today();
+      for (const t of tables) {
+        const h = this.held.get(`${t}/${today}`);
+        if (h) return heldProblem(h);
+      }
     }
     for (const t of tables) {
       const f = this.aggregator!.failure(t);
