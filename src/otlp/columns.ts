@@ -6,6 +6,7 @@
 // the server's sink validates and normalizes each (schema/validate.ts) straight into the table's
 // column builder.
 
+import type { RefusedProject } from '../schema/project.ts';
 import { SCHEMAS, type TableName } from '../schema/tables.ts';
 
 export interface RowSink {
@@ -14,7 +15,8 @@ export interface RowSink {
    * mapper made it (null where it has none, never undefined; the derived columns left null). The
    * sink may change its row's cells in place, not others; `cells` is not the sink's to keep once
    * this returns. A list cell is a view of a larger typed array (ListCells), so a sink copies its
-   * elements rather than keeping it.
+   * elements rather than keeping it. The first cell, the project id, is a RefusedProject for a
+   * resource whose project.id breaks the rule: the sink refuses such a row, for that reason.
    */
   row(table: TableName, cells: unknown[], at: number): void;
   /** Forget the rows given so far: the body is mapped again, another way. */
@@ -55,7 +57,8 @@ const SHARED_COLUMNS = new Map<TableName, SharedColumns>();
 
 /** The columns of a resource (the project id and service name are derived from its attributes). */
 export interface ResourceCells {
-  projectId: string;
+  /** A RefusedProject when the resource's project.id breaks the rule: the sink refuses its rows. */
+  projectId: string | RefusedProject;
   serviceName: string | null;
   attributes: string;
   dropped: number;

@@ -1,8 +1,8 @@
 // OTLP request bodies (JSON and protobuf) mapped to table rows, and response bodies.
 //   const { items, invalidIds } = mapRequest('traces', 'json', body, ctx, sink);
-// throws OtlpDecodeError (400) for a body that is no OTLP request, and schema/project.ts'
-// InvalidProjectIdError (400) for a resource whose project.id attribute is not a project id.
-// The rows go to `sink` (a RowSink) one by one, as column values in the table's column order.
+// throws OtlpDecodeError (400) for a body that is no OTLP request. The rows go to `sink` (a
+// RowSink) one by one, as column values in the table's column order; a resource whose project.id
+// attribute is not a project id gives rows whose project is a RefusedProject, for the sink to refuse.
 
 export type { RowSink } from './columns.ts';
 export { OtlpDecodeError } from './errors.ts';

@@ -4,7 +4,7 @@
 // invalid JSON) are parsed with JSON.parse and mapped here, which also words the errors. Trees of
 // protobufjs map here too: the tests hold the readers' rows equal to this route's.
 
-import { resourceProjectId } from '../schema/project.ts';
+import { type RefusedProject, resourceProjectId } from '../schema/project.ts';
 import type { Row, TableName } from '../schema/tables.ts';
 import { nanosToMicros } from '../schema/time.ts';
 import { LossyJsonNumber, OtlpDecodeError } from './errors.ts';
@@ -189,7 +189,7 @@ export function mapTree(signal: Signal, root: Msg, ctx: MapContext): Mapped {
 // --- resource and scope ----------------------------------------------------------------------
 
 interface ResourceCols {
-  project_id: string;
+  project_id: string | RefusedProject;
   service_name: string | null;
   resource_attributes: string;
   resource_dropped_attributes_count: number;

@@ -13,14 +13,17 @@ export function isValidProjectId(value: unknown): value is string {
   return typeof value === 'string' && PROJECT_ID.test(value) && !value.includes('..');
 }
 
-/** A resource's project.id attribute that is not a valid project id: the request is refused (400). */
-export class InvalidProjectIdError extends Error {
+/**
+ * The project of a resource whose project.id attribute is not a valid project id: its items are
+ * refused, counted in the response's partial_success with `reason`, and the request's other
+ * resources are stored. One service's bad attribute must not cost a gateway Collector's whole
+ * batch (400 is final for OTLP clients), nor be filed under the default project.
+ */
+export class RefusedProject {
+  readonly reason: string;
   constructor(value: string | null) {
-    super(
-      `invalid resource attribute project.id ${value === null ? '(not a string value)' : JSON.stringify(value)}: ` +
-        `use ${PROJECT_ID_RULE}`,
-    );
-    this.name = 'InvalidProjectIdError';
+    const shown = value === null ? '(not a string value)' : JSON.stringify(value);
+    this.reason = `invalid resource attribute project.id ${shown}: use ${PROJECT_ID_RULE}`;
   }
 }
 
@@ -36,12 +39,15 @@ export interface ProjectContext {
  * ignored: with auth on, the token decides); else the resource's project.id attribute, held to the
  * same rule as the header; else the default. `attribute` is the attribute's string value, null
  * when it is there with a value that is not a string, undefined when the resource has none.
- * Throws InvalidProjectIdError for an attribute that is empty, not a string or not a valid id.
+ * A RefusedProject for an attribute that is empty, not a string or not a valid id.
  */
-export function resourceProjectId(ctx: ProjectContext, attribute: string | null | undefined): string {
+export function resourceProjectId(
+  ctx: ProjectContext,
+  attribute: string | null | undefined,
+): string | RefusedProject {
   const header = ctx.headerProjectId;
   if (header !== undefined && header !== '') return header;
   if (attribute === undefined) return ctx.defaultProjectId;
-  if (!isValidProjectId(attribute)) throw new InvalidProjectIdError(attribute);
+  if (!isValidProjectId(attribute)) return new RefusedProject(attribute);
   return attribute;
 }

@@ -16,7 +16,7 @@ import {
   type Signal,
 } from '../otlp/index.ts';
 import { AttributeLimiter, type AttributeLimits } from '../otlp/limits.ts';
-import { InvalidProjectIdError } from '../schema/project.ts';
+import { RefusedProject } from '../schema/project.ts';
 import { SCHEMAS, TABLE_NAMES, type TableName } from '../schema/tables.ts';
 import { RowNormalizer, type ValidationSettings } from '../schema/validate.ts';
 import { siblingModule, WORKER_IDLE_MS, WorkerPool } from '../storage/worker-pool.ts';
@@ -149,7 +149,6 @@ export class RequestDecoder implements RowSink {
         if (err instanceof OtlpDecodeError) {
           return { ok: false, status: 400, message: `cannot decode the request: ${err.message}` };
         }
-        if (err instanceof InvalidProjectIdError) return { ok: false, status: 400, message: err.message };
         throw err;
       }
       const builds = TABLE_NAMES.flatMap((table) => {
@@ -174,8 +173,13 @@ export class RequestDecoder implements RowSink {
       this.builds[table] = t;
     }
     t.rows++;
+    // Every table's first column: a valid id, or a RefusedProject (the resource's project.id broke the rule).
+    const project = cells[at];
+    if (project instanceof RefusedProject) {
+      t.reasons[project.reason] = (t.reasons[project.reason] ?? 0) + 1;
+      return;
+    }
     this.limiter.apply(table, cells, at);
-    const project = cells[at] as string; // every table's first column, held to the rule by the mapper
     const reason = t.normalizer.normalizeValues(cells, at);
     if (reason !== null) {
       t.reasons[reason] = (t.reasons[reason] ?? 0) + 1;
@@ -185,7 +189,7 @@ export class RequestDecoder implements RowSink {
     // Rows come in runs of one project (a resource's): counted a run at a time.
     if (project !== this.runProject) {
       this.endRun();
-      this.runProject = project;
+      this.runProject = project as string;
     }
     this.run++;
   }

@@ -13,7 +13,6 @@ import {
   type Signal,
 } from '../../src/otlp/index.ts';
 import { type Mapped, mapJsonTree, mapTree } from '../../src/otlp/tree.ts';
-import { InvalidProjectIdError } from '../../src/schema/project.ts';
 import { type Row, SCHEMAS, type TableName } from '../../src/schema/tables.ts';
 import { RowNormalizer, type ValidationSettings, validationSettings } from '../../src/schema/validate.ts';
 import { defaultOptions } from '../../src/storage/options.ts';
@@ -58,16 +57,12 @@ export function mapBody(
   return { tables: sink.tables, items, invalidIds, route };
 }
 
-/**
- * What a mapping gives: its rows, or the error (only OtlpDecodeError is ever thrown, and
- * InvalidProjectIdError for a resource's project.id that breaks the rule).
- */
+/** What a mapping gives: its rows, or the error (only OtlpDecodeError is ever thrown). */
 export function outcome<T>(f: () => T): T | { error: string } {
   try {
     return f();
   } catch (err) {
-    const refused = err instanceof OtlpDecodeError || err instanceof InvalidProjectIdError;
-    assert.ok(refused, `only OtlpDecodeError or InvalidProjectIdError is thrown, got ${err}`);
+    assert.ok(err instanceof OtlpDecodeError, `only OtlpDecodeError is thrown, got ${err}`);
     return { error: err.message };
   }
 }

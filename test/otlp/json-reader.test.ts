@@ -8,6 +8,7 @@ import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { tracesRequest } from '../../bench/otlp-payloads.ts';
 import { type Mapped, mapJsonTree } from '../../src/otlp/tree.ts';
+import type { RefusedProject } from '../../src/schema/project.ts';
 import { CTX, mapBody, outcome, type Routed } from './helpers.ts';
 
 type Outcome = Mapped | { error: string };
@@ -84,7 +85,7 @@ test('JSON traces map straight from the bytes to the rows of the parsed tree', (
   );
 });
 
-test("a resource's project.id: a valid string is the project, anything else is refused; the header wins", () => {
+test("a resource's project.id: a valid string is the project, anything else refuses its rows; the header wins", () => {
   const resource = (value: string) => `{"attributes":[{"key":"project.id","value":${value}}]}`;
   const cases: [string, string, string | null][] = [
     ['valid', '{"stringValue":"shop-1"}', 'shop-1'],
@@ -101,9 +102,10 @@ test("a resource's project.id: a valid string is the project, anything else is r
     const body = request([span('[]')], resource(value));
     assertSame(body, label);
     const m = viaService(Buffer.from(body));
+    const got = (m as Mapped).tables.spans![0]!['project_id'];
     if (project === null)
-      assert.match((m as { error: string }).error, /invalid resource attribute project\.id/, label);
-    else assert.equal((m as Mapped).tables.spans![0]!['project_id'], project, label);
+      assert.match((got as RefusedProject).reason, /^invalid resource attribute project\.id/, label);
+    else assert.equal(got, project, label);
     assertSame(body, `${label}, with header`, 'hdr');
     assert.equal((viaService(Buffer.from(body), 'hdr') as Mapped).tables.spans![0]!['project_id'], 'hdr');
   }

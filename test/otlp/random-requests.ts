@@ -89,7 +89,7 @@ function some(r: Rand, o: Tree, fields: Record<string, () => unknown>, p = 0.7):
 }
 
 function resource(r: Rand): Tree {
-  // A resource's project.id is a valid one, or none: any other refuses the whole request (the
+  // A resource's project.id is a valid one, or none: any other refuses the resource's rows (the
   // routes test holds that rule on its own cases).
   const attrs = attributes(r).filter((kv) => kv['key'] !== 'project.id');
   if (chance(r, 0.7)) attrs.push({ key: 'service.name', value: { stringValue: `svc${upTo(r, 3)}` } });

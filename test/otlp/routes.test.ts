@@ -23,7 +23,7 @@ import {
 import { AttributeLimiter, type AttributeLimits } from '../../src/otlp/limits.ts';
 import { type Mapped, mapJsonTree, mapTree } from '../../src/otlp/tree.ts';
 import { HAND_ON_ROWS, READ_AHEAD_BYTES } from '../../src/otlp/walk.ts';
-import { InvalidProjectIdError } from '../../src/schema/project.ts';
+import { RefusedProject } from '../../src/schema/project.ts';
 import { type Row, SCHEMAS, type TableName } from '../../src/schema/tables.ts';
 import { RowNormalizer, type ValidationSettings } from '../../src/schema/validate.ts';
 import { type DecodeResult, RequestDecoder } from '../../src/server/decode.ts';
@@ -88,8 +88,8 @@ function servedCells(r: DecodeResult): Cells {
 }
 
 /**
- * The decode step as it was built on the tree route: the tree's rows (a project.id that breaks
- * the rule refuses the request), their attributes limited, each row object validated and
+ * The decode step as it was built on the tree route: the tree's rows (those of a resource whose
+ * project.id breaks the rule refused), their attributes limited, each row object validated and
  * normalized (RowNormalizer.normalize) into a column builder.
  */
 function treeCells(
@@ -104,7 +104,6 @@ function treeCells(
   try {
     mapped = treeOf(signal, format, body, headerProjectId);
   } catch (err) {
-    if (err instanceof InvalidProjectIdError) return { status: 400, message: err.message };
     if (!(err instanceof OtlpDecodeError)) throw err;
     return { status: 400, message: `cannot decode the request: ${err.message}` };
   }
@@ -117,6 +116,11 @@ function treeCells(
     const builder = new BatchBuilder(SCHEMAS[table]);
     const reasons: Record<string, number> = {};
     for (const tableRow of rows) {
+      const project = tableRow['project_id'];
+      if (project instanceof RefusedProject) {
+        reasons[project.reason] = (reasons[project.reason] ?? 0) + 1;
+        continue;
+      }
       const values = names.map((name) => tableRow[name] ?? null);
       limiter.apply(table, values);
       const row = Object.fromEntries(names.map((name, j) => [name, values[j]]));
@@ -138,19 +142,16 @@ const routes: Record<Route, number> = { reader: 0, tree: 0 };
 /**
  * The body mapped both ways, with and without a header project id: the same rows and the same
  * cells under every setting, or both refuse it (protobuf errors are worded by each route itself).
- * The route the server took must be `expected`; with a header project, `withHeader` (a body
- * refused for its project.id alone is taken then).
+ * The route the server took must be `expected`, with a header project too.
  */
 function assertRoutesAgree(
   signal: Signal,
   format: BodyFormat,
   body: Uint8Array,
   label: string,
-  expected: Route | 'refused',
-  withHeader: Route | 'refused' = expected,
+  route: Route | 'refused',
 ): void {
   for (const header of [undefined, 'from-header']) {
-    const route = header === undefined ? expected : withHeader;
     const served = outcome(() => mapBody(signal, format, body, header));
     const tree = outcome(() => treeOf(signal, format, body, header));
     if ('error' in served || 'error' in tree) {
@@ -653,7 +654,7 @@ const task = (signal: Signal, format: BodyFormat, body: Uint8Array, headerProjec
   defaultProjectId: CTX.defaultProjectId,
 });
 
-test("a resource's project.id: one rule on every route, for every signal; a header project wins", () => {
+test("a resource's project.id: one rule on every route, for every signal, its rows refused alone; a header project wins", () => {
   const cases: [string, string | null, string | null][] = [
     // [label, the project.id AnyValue (null: no project.id), the project (null: refused)]
     ['valid', '{"stringValue":"shop-1"}', 'shop-1'],
@@ -672,15 +673,16 @@ test("a resource's project.id: one rule on every route, for every signal; a head
       const resource = `{"attributes":${attributeList(attrs)}}`;
       for (const [format, body, route, how] of eachRoute(signal, ITEMS[signal]('[]'), resource)) {
         const what = `${signal}, project.id ${label}, ${how}`;
-        assertRoutesAgree(signal, format, body, what, project === null ? 'refused' : route, route);
+        assertRoutesAgree(signal, format, body, what, route);
         const served = decoders[0]!.decode(task(signal, format, body));
         if (project === null) {
-          assert.equal(served.ok, false, what);
-          assert.match(
-            (served as { message: string }).message,
-            /^invalid resource attribute project\.id/,
-            what,
-          );
+          assert.ok(served.ok, what);
+          const item = served.tables[ITEM_TABLE[signal]]!;
+          assert.equal(item.batch.numRows, 0, what);
+          const [[reason, n]] = Object.entries(item.reasons) as [[string, number]];
+          assert.match(reason, /^invalid resource attribute project\.id .+: use 1-128 letters/, what);
+          assert.equal(n, 1, what);
+          assert.deepEqual(served.projects, {}, `${what}: no rows by project`);
         } else {
           assert.equal(onlyRow(served, ITEM_TABLE[signal])['project_id'], project, what);
           assert.deepEqual(

@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import { logsRequest, metricsRequest, tracesRequest } from '../../bench/otlp-payloads.ts';
 import { loadProtobuf, OtlpDecodeError, type ProtoCodec, type Signal } from '../../src/otlp/index.ts';
 import { type Mapped, mapTree } from '../../src/otlp/tree.ts';
-import { InvalidProjectIdError } from '../../src/schema/project.ts';
+import { RefusedProject } from '../../src/schema/project.ts';
 import { CTX, jsonToProtobuf, mapBody, mapJson } from './helpers.ts';
 
 const codec = (await loadProtobuf()) as ProtoCodec;
@@ -28,10 +28,8 @@ function outcome(f: () => Mapped): Mapped | { error: string } {
   try {
     return f();
   } catch (err) {
-    // A resource's project.id that breaks the project id rule refuses the request too (400).
-    const refused = err instanceof OtlpDecodeError || err instanceof InvalidProjectIdError;
-    assert.ok(refused, `only OtlpDecodeError or InvalidProjectIdError is thrown, got ${err}`);
-    return { error: err instanceof OtlpDecodeError ? 'refused' : err.name };
+    assert.ok(err instanceof OtlpDecodeError, `only OtlpDecodeError is thrown, got ${err}`);
+    return { error: 'refused' };
   }
 }
 
@@ -285,25 +283,36 @@ test('service.name and project.id: the last occurrence counts, and only a string
   ];
   const projects: string[] = [];
   for (const [label, resource] of cases) {
-    const m = assertSame(request([ids], resource), label);
-    projects.push('error' in m ? m.error : (m.tables.spans![0]!['project_id'] as string));
+    const m = assertSame(request([ids], resource), label) as Mapped;
+    const project = m.tables.spans![0]!['project_id'];
+    projects.push(project instanceof RefusedProject ? 'refused' : (project as string));
     const h = assertSame(request([ids], resource), `${label}, with header`, 'hdr') as Mapped;
     assert.equal(h.tables.spans![0]!['project_id'], 'hdr', `${label}: the header wins over project.id`);
   }
-  // An empty project.id, or one without a string value, is refused like an invalid header.
-  const refused = 'InvalidProjectIdError';
-  assert.deepEqual(projects, [CTX.defaultProjectId, CTX.defaultProjectId, refused, 'proj-x', refused]);
+  // An empty project.id, or one without a string value, refuses the resource's rows.
+  assert.deepEqual(projects, [CTX.defaultProjectId, CTX.defaultProjectId, 'refused', 'proj-x', 'refused']);
 });
 
-test('project.id of the wrong type or invalid is refused, on both routes', () => {
-  const cases: [string, Bytes][] = [
-    ['int', [...len(1, kv('project.id', iv(7)))]],
-    ['space', [...len(1, kv('project.id', sv('a b')))]],
-    ['dot-dot', [...len(1, kv('project.id', sv('a..b')))]],
-    ['too long', [...len(1, kv('project.id', sv('p'.repeat(129))))]],
+test("project.id of the wrong type or invalid refuses its resource's rows alone, on both routes", () => {
+  const cases: [string, Bytes, string][] = [
+    ['int', [...len(1, kv('project.id', iv(7)))], '(not a string value)'],
+    ['space', [...len(1, kv('project.id', sv('a b')))], '"a b"'],
+    ['dot-dot', [...len(1, kv('project.id', sv('a..b')))], '"a..b"'],
+    ['too long', [...len(1, kv('project.id', sv('p'.repeat(129))))], `"${'p'.repeat(129)}"`],
   ];
-  for (const [label, resource] of cases) {
-    assert.deepEqual(assertSame(request([ids], resource), label), { error: 'InvalidProjectIdError' }, label);
+  const good = [...len(1, kv('project.id', sv('good')))];
+  for (const [label, resource, shown] of cases) {
+    // Two resources: the bad one between two good ones.
+    const one = (r: Bytes) => len(1, [...len(1, r), ...len(2, [...len(2, ids), ...len(2, ids)])]);
+    const body = Uint8Array.from([...one(good), ...one(resource), ...one(good)]);
+    const m = assertSame(body, label) as Mapped;
+    const projects = m.tables.spans!.map((row) => row['project_id']);
+    assert.deepEqual(projects.slice(0, 2), ['good', 'good'], label);
+    assert.deepEqual(projects.slice(4), ['good', 'good'], label);
+    for (const p of projects.slice(2, 4)) {
+      assert.ok(p instanceof RefusedProject, label);
+      assert.equal(p.reason.startsWith(`invalid resource attribute project.id ${shown}: use `), true, label);
+    }
   }
 });
 

@@ -407,10 +407,12 @@ describe('project id, partial success, empty requests', () => {
     assert.match(decodeStatusProto(p.bytes).message, /X-Project-Id/);
   });
 
-  test('an unsafe resource attribute project.id is 400 too (the header would win over it)', async () => {
+  test("an unsafe resource attribute project.id refuses its resource's items (the header would win over it)", async () => {
     const res = await post(`${s.url}/v1/logs`, logsRequest('bad/project', ['y']));
-    assert.equal(res.status, 400);
-    assert.match(JSON.parse(res.text).message, /invalid resource attribute project\.id "bad\/project"/);
+    assert.equal(res.status, 200);
+    const partial = JSON.parse(res.text).partialSuccess;
+    assert.equal(partial.rejectedLogRecords, 1);
+    assert.match(partial.errorMessage, /invalid resource attribute project\.id "bad\/project"/);
     const overridden = await post(`${s.url}/v1/logs`, logsRequest('bad/project', ['z']), {
       ...JSON_CT,
       'x-project-id': 'header-wins',

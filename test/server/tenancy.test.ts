@@ -383,8 +383,16 @@ describe('project.id: the same rule for the header and the resource attribute', 
   });
   after(() => s.close());
 
-  test('an empty, non-string or invalid project.id is 400 on every signal and encoding, not filed under default', async () => {
+  test("an empty, non-string or invalid project.id refuses that resource's items (partial_success), on every signal and encoding, not filed under default", async () => {
     const codec = (await loadProtobuf())!;
+    const RESPONSE: Record<string, [string, string]> = {
+      traces: ['opentelemetry.proto.collector.trace.v1.ExportTraceServiceResponse', 'rejectedSpans'],
+      logs: ['opentelemetry.proto.collector.logs.v1.ExportLogsServiceResponse', 'rejectedLogRecords'],
+      metrics: [
+        'opentelemetry.proto.collector.metrics.v1.ExportMetricsServiceResponse',
+        'rejectedDataPoints',
+      ],
+    };
     const bad = [str(''), { intValue: '42' }, { boolValue: true }, str('a/b'), {}];
     for (const value of bad) {
       const attrs = [kv('project.id', value)];
@@ -407,16 +415,28 @@ describe('project.id: the same rule for the header and the resource attribute', 
       ];
       for (const [signal, body] of bodies) {
         const label = `${signal} ${JSON.stringify(value)}`;
+        const [typeName, field] = RESPONSE[signal]!;
         const j = await post(`${s.url}/v1/${signal}`, body);
-        assert.equal(j.status, 400, label);
-        assert.match(JSON.parse(j.text).message, /invalid resource attribute project\.id/, label);
+        assert.equal(j.status, 200, label);
+        const partial = JSON.parse(j.text).partialSuccess;
+        assert.equal(partial[field], 1, label);
+        assert.match(
+          partial.errorMessage,
+          /^1 \S+ \S*\s?rejected: invalid resource attribute project\.id/,
+          label,
+        );
         const p = await post(
           `${s.url}/v1/${signal}`,
           jsonToProtobuf(signal as never, JSON.parse(body), codec),
           PROTO_CT,
         );
-        assert.equal(p.status, 400, `${label} (protobuf)`);
-        assert.match(decodeStatusProto(p.bytes).message, /invalid resource attribute project\.id/);
+        assert.equal(p.status, 200, `${label} (protobuf)`);
+        const type = codec.root.lookupType(typeName);
+        const answer = type.toObject(type.decode(p.bytes), { longs: Number }) as {
+          partialSuccess: Record<string, unknown>;
+        };
+        assert.equal(answer.partialSuccess[field], 1, `${label} (protobuf)`);
+        assert.match(String(answer.partialSuccess['errorMessage']), /invalid resource attribute project\.id/);
       }
     }
     assert.equal(
@@ -425,6 +445,38 @@ describe('project.id: the same rule for the header and the resource attribute', 
     );
     const { body } = await getJson(`${s.url}/healthz`);
     assert.equal(body.producer.accepted, 0, 'nothing was stored');
+  });
+
+  test("a gateway's batch: the resources with a valid project.id are stored, the one without is refused alone", async () => {
+    const resource = (project: string, records: string[]) => ({
+      resource: { attributes: [kv('service.name', str(`svc-${project}`)), kv('project.id', str(project))] },
+      scopeLogs: [
+        {
+          logRecords: records.map((b) => ({ timeUnixNano: '1700000000000000000', body: str(b) })),
+        },
+      ],
+    });
+    const body = JSON.stringify({
+      resourceLogs: [
+        resource('gw-a', ['a1', 'a2']),
+        resource('not valid', ['x1', 'x2', 'x3']),
+        resource('gw-b', ['b1']),
+      ],
+    });
+    const res = await post(`${s.url}/v1/logs`, body);
+    assert.equal(res.status, 200);
+    assert.deepEqual(JSON.parse(res.text).partialSuccess, {
+      rejectedLogRecords: 3,
+      errorMessage: `3 log records rejected: invalid resource attribute project.id "not valid": use 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit (3)`,
+    });
+    await waitWritten(s.url, 3);
+    const stored = async (project: string) =>
+      (
+        (await getJson(`${s.url}/api/logs?project_id=${project}&date_from=2000-01-01&select=body`)).body
+          .rows as Json[]
+      ).map((r) => r['body']);
+    assert.deepEqual((await stored('gw-a')).sort(), ['a1', 'a2']);
+    assert.deepEqual(await stored('gw-b'), ['b1']);
   });
 });
 
