@@ -2,10 +2,10 @@
 // today's six tables), validates rows, queues them, and runs the aggregator that writes Delta
 // tables. The HTTP server is a second front door onto the same Logger.
 
-import { mkdir } from 'node:fs/promises';
+import { access, mkdir } from 'node:fs/promises';
 import type { LazyDataFrame } from 'nodejs-polars';
 import { BatchBuilder, type BatchPart, type PackedBatch, sliceBatch } from './delta/batch.ts';
-import { dataFileProblems } from './delta/check.ts';
+import { dataFileProblem, dataFileProblems } from './delta/check.ts';
 import { DeltaTable, warmDeltaWorkers } from './delta/table.ts';
 import {
   Aggregator,
@@ -805,8 +805,12 @@ export class Logger {
     for (const t of tables) {
       const d = this.damaged.get(t, today);
       if (!d) continue;
-      // Repaired meanwhile? Opening it again clears the entry; the refusal stands until then.
-      if (this.damaged.dueForRetry(t, today)) void this.table(t, today).catch(() => {});
+      // Repaired meanwhile? Opening it again (or, for damage a read found in an open table,
+      // checking it again) clears the entry; the refusal stands until then.
+      if (this.damaged.dueForRetry(t, today)) {
+        if (d.found_by === 'read') void this.recheckDamage(t, today, d.file).catch(() => {});
+        else void this.table(t, today).catch(() => {});
+      }
       return `the ${t} table of ${today} is damaged (${d.reason}); \`otelake check\` says how to repair it`;
     }
     return null;
@@ -1042,7 +1046,7 @@ export class Logger {
   private async noteReadDamage<T>(table: TableName, query: ReadQuery, reading: Promise<T>): Promise<T> {
     try {
       const out = await reading;
-      this.damaged.clearRead(table, query.dateFrom, query.dateTo);
+      await this.recheckReadDamage(table, query);
       return out;
     } catch (err) {
       this.noteReadFailure(err);
@@ -1051,8 +1055,46 @@ export class Logger {
   }
 
   private noteReadFailure(err: unknown): void {
-    if (err instanceof DamagedTableError && this.damaged.note(err.table, err.day, err.reason, 'read'))
+    if (
+      err instanceof DamagedTableError &&
+      this.damaged.note(err.table, err.day, err.reason, 'read', err.file)
+    )
       this.logSink('error', err.message);
+  }
+
+  /** After a read succeeded: the damage reads found in its days, checked again. */
+  private async recheckReadDamage(table: TableName, query: ReadQuery): Promise<void> {
+    for (const { day, file } of this.damaged.foundByReads(table, query.dateFrom, query.dateTo))
+      await this.recheckDamage(table, day, file);
+  }
+
+  /**
+   * Damage a read found, checked again: forgotten when the table's log opens and the damaged data
+   * file is sound or no longer live (the file unknown: every live file is sound), or when the
+   * day's table has left this disk. A read that succeeded is not enough: it may have skipped the
+   * file (another project's rows, another time range).
+   */
+  private async recheckDamage(table: TableName, day: string, file: string | undefined): Promise<void> {
+    const dir = this.layout.tableDir(day, table);
+    let problem: string | null;
+    try {
+      const dt = await DeltaTable.open(dir);
+      const live = file === undefined ? undefined : dt.files.find((f) => f.path === file);
+      if (file === undefined) problem = (await dataFileProblems(dt)).values().next().value ?? null;
+      else problem = live === undefined ? null : await dataFileProblem(dt.dir, live);
+    } catch {
+      // Its log still gives no snapshot, unless the table is gone (the day shipped and cleaned).
+      if (
+        await access(dir).then(
+          () => true,
+          () => false,
+        )
+      )
+        return;
+      problem = null;
+    }
+    if (problem === null && this.damaged.clear(table, day))
+      this.logSink('info', `the ${table} table of ${day} reads cleanly again`);
   }
 
   /**
@@ -1097,7 +1139,7 @@ export class Logger {
       this.noteReadFailure(err);
       throw err;
     }
-    this.damaged.clearRead(table, query.dateFrom, query.dateTo);
+    await this.recheckReadDamage(table, query);
   }
 
   /**

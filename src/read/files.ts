@@ -57,7 +57,9 @@ export class DamagedTableError extends Error {
   readonly day: string;
   /** What is damaged. */
   readonly reason: string;
-  constructor(table: TableName, day: string, reason: string) {
+  /** The damaged data file (its path in the Delta log), when the damage is one file's. */
+  readonly file: string | undefined;
+  constructor(table: TableName, day: string, reason: string, file?: string) {
     super(
       `the ${table} table of ${day} is damaged: ${reason}. Other days read normally (narrow the date ` +
         'range to leave it out); `otelake check` says how to repair it',
@@ -66,6 +68,7 @@ export class DamagedTableError extends Error {
     this.table = table;
     this.day = day;
     this.reason = reason;
+    this.file = file;
   }
 }
 
@@ -396,10 +399,10 @@ export async function findDamagedFile(
     // when the table is still at the version checked.
     for (let tries = 0; tries < 3; tries++) {
       const table = await DeltaTable.open(d.dir);
-      const problem = (await dataFileProblems(table)).values().next().value;
+      const problem = (await dataFileProblems(table)).entries().next().value;
       if (problem === undefined) break;
       if ((await DeltaTable.open(d.dir)).version === table.version)
-        return new DamagedTableError(q.table, d.day, problem);
+        return new DamagedTableError(q.table, d.day, problem[1], problem[0]);
     }
   }
   return null;

@@ -5,8 +5,9 @@
 
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { rm, writeFile } from 'node:fs/promises';
+import { readdir, readFile, rm, truncate, writeFile } from 'node:fs/promises';
 import { request as httpRequest } from 'node:http';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { loadProtobuf } from '../../src/otlp/index.ts';
 import { closeReadWorkers } from '../../src/read/index.ts';
@@ -477,6 +478,51 @@ describe('project.id: the same rule for the header and the resource attribute', 
       ).map((r) => r['body']);
     assert.deepEqual((await stored('gw-a')).sort(), ['a1', 'a2']);
     assert.deepEqual(await stored('gw-b'), ['b1']);
+  });
+});
+
+describe("a damaged file of one project's rows", () => {
+  test("stays reported after another project's read skips it, and goes once the file is sound again", async () => {
+    const s = await startServer();
+    try {
+      const send = async (project: string, rows: string[]) =>
+        (await post(`${s.url}/v1/logs`, logsBody(rows), { ...JSON_CT, 'x-project-id': project })).status;
+      assert.equal(await send(B, ['b1', 'b2']), 200);
+      await waitWritten(s.url, 2);
+      const days = join(s.dir, 'test', 'staging', 'days'); // instance 'test' of the harness
+      const [day] = await readdir(days); // the day the rows arrived
+      const tableDir = join(days, day!, 'otel', 'logs');
+      const files = async () => (await readdir(tableDir)).filter((n) => n.endsWith('.parquet'));
+      const [bFile] = await files();
+      assert.equal(await send(A, ['a1', 'a2']), 200);
+      await waitWritten(s.url, 4);
+      assert.equal((await files()).length, 2, "one file of B's rows, one of A's");
+      const path = join(tableDir, bFile!);
+      const whole = await readFile(path);
+      await truncate(path, 100);
+
+      const read = (project: string) =>
+        getJson(`${s.url}/api/logs?project_id=${project}&date_from=${day}&date_to=${day}`);
+      const damaged = async () =>
+        ((await getJson(`${s.url}/healthz`)).body.damaged_tables as Json[]).map((d) => [
+          d.table,
+          d.day,
+          d.found_by,
+        ]);
+      assert.equal((await read(B)).status, 500);
+      assert.deepEqual(await damaged(), [['logs', day, 'read']]);
+      const a = await read(A);
+      assert.equal(a.status, 200);
+      assert.equal(a.body.count, 2);
+      assert.deepEqual(await damaged(), [['logs', day, 'read']], "A's read never opened B's file");
+
+      await writeFile(path, whole);
+      assert.equal((await read(A)).status, 200);
+      assert.deepEqual(await damaged(), [], 'checked again after a read: the file is sound');
+      assert.equal((await read(B)).body.count, 2);
+    } finally {
+      await s.close();
+    }
   });
 });
 
