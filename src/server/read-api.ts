@@ -275,6 +275,13 @@ export function registerReadRoutes(
     failed: 0,
     cut_short: 0,
   };
+  /**
+   * Reads in flight by project ('' for reads of every project, auth off). A project holds at most
+   * all slots but one, so one tenant's reads cannot keep every other out (with one slot there is
+   * no share to keep).
+   */
+  const inFlightByProject = new Map<string, number>();
+  const projectShare = Math.max(1, limits.max_concurrent_reads - 1);
 
   async function serve(table: TableName, request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
     let query: ReadQuery;
@@ -286,17 +293,23 @@ export function registerReadRoutes(
     }
     // With auth on, only the token's project (the access hook refused asking for another).
     if (request.principal) query.projectId = request.principal.project;
-    if (stats.in_flight >= limits.max_concurrent_reads) {
+    const project = query.projectId ?? '';
+    const ofProject = inFlightByProject.get(project) ?? 0;
+    const busy =
+      stats.in_flight >= limits.max_concurrent_reads
+        ? 'the server answers as many reads as it may at once (server_config.max_concurrent_reads)'
+        : ofProject >= projectShare
+          ? `this project's reads hold ${ofProject} of the server_config.max_concurrent_reads slots, ` +
+            'the most one project may (one stays for other projects)'
+          : null;
+    if (busy !== null) {
       stats.refused++;
       reply.header('retry-after', String(RETRY_AFTER_S));
-      return sendError(
-        reply,
-        503,
-        `${stats.in_flight} reads are being answered, the limit (server_config.max_concurrent_reads); retry after ${RETRY_AFTER_S} s`,
-      );
+      return sendError(reply, 503, `${busy}; retry after ${RETRY_AFTER_S} s`);
     }
 
     stats.in_flight++;
+    inFlightByProject.set(project, ofProject + 1);
     const controller = new AbortController();
     let settled = false;
     /** Frees the read's slot once, counting how it ended (null: refused as a bad request). */
@@ -304,6 +317,9 @@ export function registerReadRoutes(
       if (settled) return;
       settled = true;
       stats.in_flight--;
+      const left = inFlightByProject.get(project)! - 1;
+      if (left === 0) inFlightByProject.delete(project);
+      else inFlightByProject.set(project, left);
       if (outcome !== null) stats[outcome]++;
     };
     // The connection closed before the answer was complete: the client went away.

@@ -1,7 +1,8 @@
 // Bounded reads, outside in: a server in its own process answers reads of 50 MB rows with their
 // values cut and its memory bounded, answers a read of 10,000 rows without its own heap growing
-// (the rows become JSON in the read process), refuses reads beyond max_concurrent_reads with 503
-// and Retry-After, and cancels the read of a client that goes away.
+// (the rows become JSON in the read process), refuses reads beyond max_concurrent_reads, and a
+// project's reads beyond all slots but one, with 503 and Retry-After, and cancels the read of a
+// client that goes away.
 
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
@@ -73,7 +74,7 @@ before(async () => {
     Array.from({ length: MANY_ROWS }, (_, i) => row('many', i, `${i} ${text.slice(i, i + 2048)}`)),
   );
   await closeDeltaWorkers();
-  server = await startChildServer(dir, 'rb', { server_config: { max_concurrent_reads: 1 } });
+  server = await startChildServer(dir, 'rb', { server_config: { max_concurrent_reads: 2 } });
 });
 
 after(async () => {
@@ -143,36 +144,54 @@ describe('bounded reads (server in its own process)', () => {
     assert.ok(most - start < HEAP_GROWTH_BOUND_MIB, `heap grew by ${(most - start).toFixed(0)} MiB`);
   });
 
-  test('beyond max_concurrent_reads: 503 with Retry-After; a client that goes away cancels its read', async () => {
+  test("beyond a project's share or max_concurrent_reads: 503 with Retry-After; a client that goes away cancels its read", async () => {
     const start = await reads();
-    // A client that asks for 40 MB and reads none of it holds the only read slot.
+    // A client that asks for 25-40 MB and reads none of it holds a read slot.
     const url = new URL(server.url);
-    const stalled = connect({ host: url.hostname, port: Number(url.port) });
-    await new Promise<void>((ok) => stalled.once('connect', ok));
-    stalled.pause();
-    stalled.write(`GET /api/logs?project_id=wide&limit=1000 HTTP/1.1\r\nhost: ${url.host}\r\n\r\n`);
+    const stall = async (query: string) => {
+      const socket = connect({ host: url.hostname, port: Number(url.port) });
+      await new Promise<void>((ok) => socket.once('connect', ok));
+      socket.pause();
+      socket.write(`GET /api/logs?${query} HTTP/1.1\r\nhost: ${url.host}\r\n\r\n`);
+      return socket;
+    };
+    const refusal = async (query: string, why: RegExp) => {
+      const refused = await fetch(`${server.url}/api/logs?${query}`);
+      assert.equal(refused.status, 503, query);
+      assert.equal(refused.headers.get('retry-after'), '1');
+      assert.match(((await refused.json()) as Json).message, why);
+    };
+    const wide = await stall('project_id=wide&limit=1000');
     await waitFor('the stalled read in flight', async () => (await reads()).in_flight === 1);
+    // Project "wide" holds all slots but one: its next read waits, another project's is answered.
+    await refusal(
+      'project_id=wide&limit=1',
+      /this project's reads hold 1 of the server_config\.max_concurrent_reads/,
+    );
+    const other = await getJson(`${server.url}/api/logs?project_id=big&limit=1&select=event_ts`);
+    assert.equal(other.status, 200);
+    const many = await stall(`project_id=many&limit=${MANY_ROWS}`);
+    await waitFor('both stalled reads in flight', async () => (await reads()).in_flight === 2);
+    await refusal(
+      'project_id=big&limit=1',
+      /as many reads as it may at once \(server_config\.max_concurrent_reads\)/,
+    );
+    assert.equal((await reads()).refused, start.refused + 2);
 
-    const refused = await fetch(`${server.url}/api/logs?project_id=big&limit=1`);
-    assert.equal(refused.status, 503);
-    assert.equal(refused.headers.get('retry-after'), '1');
-    const error = (await refused.json()) as Json;
-    assert.match(error.message, /server_config\.max_concurrent_reads/);
-    assert.equal((await reads()).refused, start.refused + 1);
-
-    // It stays in flight while its client holds on: the server waits for the client, not the reverse.
+    // They stay in flight while their clients hold on: the server waits for the client, not the reverse.
     await new Promise((r) => setTimeout(r, 300));
-    assert.equal((await reads()).in_flight, 1);
+    assert.equal((await reads()).in_flight, 2);
 
-    stalled.destroy();
-    await waitFor('the read cancelled', async () => (await reads()).in_flight === 0);
+    wide.destroy();
+    many.destroy();
+    await waitFor('the reads cancelled', async () => (await reads()).in_flight === 0);
     const end = await reads();
-    assert.equal(end.cancelled, start.cancelled + 1);
-    assert.equal(end.completed, start.completed);
+    assert.equal(end.cancelled, start.cancelled + 2);
+    assert.equal(end.completed, start.completed + 1);
 
     assert.ok(!server.messages.some((m) => /failed|error/i.test(m)), server.messages.join(' | '));
 
-    // The slot is free again.
+    // The slots are free again.
     const { status, body } = await getJson(`${server.url}/api/logs?project_id=wide&limit=2&select=event_ts`);
     assert.equal(status, 200);
     assert.equal(body.count, 2);
