@@ -10,7 +10,7 @@ export function isLoopback(host: string): boolean {
 /** Whether a Host header names a loopback host: localhost (and *.localhost), 127.0.0.0/8 or [::1], any port. */
 export function isLoopbackHostHeader(header: string): boolean {
   let host = header.trim().toLowerCase();
-  if (host.startsWith('[')) return host.slice(1, host.indexOf(']')) === '::1';
+  if (host.startsWith('[')) return /^\[::1\](:\d*)?$/.test(host);
   const colon = host.lastIndexOf(':');
   if (colon >= 0) host = host.slice(0, colon);
   if (host.endsWith('.')) host = host.slice(0, -1);

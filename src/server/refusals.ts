@@ -78,17 +78,26 @@ export function logRefusals(app: FastifyInstance, budget = new LineBudget()): vo
     const status = reply.statusCode;
     if (status < 400 || !budget.take(status)) return;
     const reason = reasons.get(request) ?? reply.raw.statusMessage ?? `HTTP ${status}`;
-    // With auth on, the token's project (a refused token shows none); else X-Project-Id.
-    const project = request.principal?.project ?? request.headers['x-project-id'];
+    // The project of an accepted token; else the X-Project-Id sent, named as such: with auth on
+    // it is only a claim (a refused token, or another project's token, sent with it).
+    const project = request.principal?.project ?? null;
+    const header = request.headers['x-project-id'];
+    const claimed = project === null && typeof header === 'string' ? header : null;
     const refusal = {
       status,
       reason,
-      project: typeof project === 'string' ? project : null,
+      project,
+      x_project_id: claimed,
       client: request.ip,
       method: request.method,
       path: request.url,
     };
-    const who = refusal.project === null ? refusal.client : `${refusal.client}, project ${refusal.project}`;
+    const who =
+      project !== null
+        ? `${refusal.client}, project ${project}`
+        : claimed !== null
+          ? `${refusal.client}, X-Project-Id ${claimed}`
+          : refusal.client;
     request.log.warn({ refusal }, `refused ${request.method} ${request.url} (${who}): ${status} ${reason}`);
   });
 }

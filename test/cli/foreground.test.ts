@@ -158,7 +158,7 @@ describe('start --foreground', () => {
     assert.match(plain, /^\[\d\d:\d\d:\d\d\.\d{3}\] INFO: otelake 0\.1\.1 listening on/m);
     assert.match(
       plain,
-      /^\[\d\d:\d\d:\d\d\.\d{3}\] WARN: refused POST \/v1\/logs \(127\.0\.0\.1, project shop\): 415 unsupported content type "text\/plain"/m,
+      /^\[\d\d:\d\d:\d\d\.\d{3}\] WARN: refused POST \/v1\/logs \(127\.0\.0\.1, X-Project-Id shop\): 415 unsupported content type "text\/plain"/m,
     );
     assert.doesNotMatch(plain, /"level":/);
   });

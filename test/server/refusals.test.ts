@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import { describe, test } from 'node:test';
 import { LineBudget } from '../../src/server/refusals.ts';
+import { createToken } from '../../src/storage/tokens.ts';
 import { type Json, post, startServer } from './helpers/harness.ts';
 
 /** A pino destination keeping the log lines as parsed JSON. */
@@ -36,12 +37,18 @@ describe('refused requests in the log', () => {
     }
     const refusals = log.lines.filter((l) => l.refusal);
     assert.deepEqual(
-      refusals.map((l) => [l.refusal.status, l.refusal.method, l.refusal.path, l.refusal.project]),
+      refusals.map((l) => [
+        l.refusal.status,
+        l.refusal.method,
+        l.refusal.path,
+        l.refusal.project,
+        l.refusal.x_project_id,
+      ]),
       [
-        [415, 'POST', '/v1/logs', 'shop'],
-        [400, 'POST', '/v1/traces', null],
-        [413, 'POST', '/v1/metrics', null],
-        [400, 'GET', '/api/logs?max_rows=0', null],
+        [415, 'POST', '/v1/logs', null, 'shop'],
+        [400, 'POST', '/v1/traces', null, null],
+        [413, 'POST', '/v1/metrics', null, null],
+        [400, 'GET', '/api/logs?max_rows=0', null, null],
       ],
     );
     for (const l of refusals) {
@@ -51,10 +58,41 @@ describe('refused requests in the log', () => {
       assert.ok(l.msg.endsWith(`: ${l.refusal.status} ${l.refusal.reason}`), l.msg);
     }
     assert.match(refusals[0].refusal.reason, /unsupported content type "text\/plain"/);
-    assert.match(refusals[0].msg, /\(127\.0\.0\.1, project shop\): 415/);
+    assert.match(refusals[0].msg, /\(127\.0\.0\.1, X-Project-Id shop\): 415/);
     assert.match(refusals[1].refusal.reason, /invalid JSON/);
     assert.match(refusals[2].refusal.reason, /exceeds the limit/);
     assert.match(refusals[3].refusal.reason, /max_rows/);
+  });
+
+  test("with auth on: an accepted token's project, else the X-Project-Id sent, named as a claim", async () => {
+    const log = capture();
+    const s = await startServer({}, { log: { level: 'info', stream: log.stream } });
+    try {
+      const { token } = await createToken(s.logger.layout.tokensFile, {
+        project: 'shop',
+        scopes: ['ingest'],
+      });
+      const json = { 'content-type': 'application/json' };
+      const bad = { ...json, authorization: 'Bearer nope', 'x-project-id': 'shop' };
+      assert.equal((await post(`${s.url}/v1/logs`, Buffer.from('{}'), bad)).status, 401);
+      const other = { ...json, authorization: `Bearer ${token}`, 'x-project-id': 'bank' };
+      assert.equal((await post(`${s.url}/v1/logs`, Buffer.from('{}'), other)).status, 403);
+      const mine = { ...json, authorization: `Bearer ${token}` };
+      assert.equal((await post(`${s.url}/v1/logs`, Buffer.from('{nope'), mine)).status, 400);
+    } finally {
+      await s.close();
+    }
+    const refusals = log.lines.filter((l) => l.refusal);
+    assert.deepEqual(
+      refusals.map((l) => [l.refusal.status, l.refusal.project, l.refusal.x_project_id]),
+      [
+        [401, null, 'shop'],
+        [403, null, 'bank'],
+        [400, 'shop', null],
+      ],
+    );
+    assert.match(refusals[0].msg, /\(127\.0\.0\.1, X-Project-Id shop\): 401/);
+    assert.match(refusals[2].msg, /\(127\.0\.0\.1, project shop\): 400/);
   });
 
   test('a flood is rate-limited: the first lines, then a summary of what was left out', async () => {

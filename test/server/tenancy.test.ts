@@ -351,6 +351,8 @@ describe('tokens: auth on once the instance has one; a token decides the project
       '127.0.0.1.evil.example',
       '0.0.0.0',
       '[::2]',
+      '[::1].evil.example',
+      '[::1]x',
     ]) {
       assert.equal(await withHost(`${s.url}/healthz`, host), 403, host);
       assert.equal(await withHost(`${s.url}/api/logs`, host), 403, host);
