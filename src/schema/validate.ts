@@ -3,6 +3,7 @@
 // library and the server alike. Every rejection has a stable reason (see REJECT_REASONS).
 
 import type { ProducerConfig } from '../storage/options.ts';
+import { isValidProjectId } from './project.ts';
 import { type ColumnDef, EVENT_TIME_SOURCE, type Row, type TableSchema } from './tables.ts';
 import { nanosToMicros } from './time.ts';
 
@@ -13,6 +14,8 @@ import { nanosToMicros } from './time.ts';
  * - `invalid_type:<column>`: the value cannot be converted to the column's type
  * - `out_of_range:<column>`: a number outside the column type's range
  * - `unknown_column:<column>`: a key the table has no column for (with `strict_df`)
+ * - `invalid_value:project_id`: a row object's project id breaks the project id rule (the OTLP
+ *   mappers' rows have theirs checked by the mapper)
  */
 export const REJECT_REASONS = [
   'not_an_object',
@@ -20,6 +23,7 @@ export const REJECT_REASONS = [
   'invalid_type',
   'out_of_range',
   'unknown_column',
+  'invalid_value',
 ] as const;
 
 export type ValidationResult = { ok: true; row: Row } | { ok: false; reason: string };
@@ -234,7 +238,11 @@ export class RowNormalizer {
         }
       }
     }
-    return this.complete(out, 0) ?? out;
+    const reason = this.complete(out, 0);
+    if (reason !== null) return reason;
+    // One rule for project ids wherever they come from: a row the library is given too.
+    if (!isValidProjectId(out[this.projectIdx])) return 'invalid_value:project_id';
+    return out;
   }
 
   /**

@@ -52,6 +52,13 @@ describe('normalizeRow', () => {
     assert.equal(reason(null), 'not_an_object');
   });
 
+  it("holds a row object's project id to the rule of X-Project-Id (the library's rows)", () => {
+    for (const bad of ['../../etc', 'has space', 'a..b', 'p'.repeat(129), '-lead'])
+      assert.equal(reason({ project_id: bad, time_unix_nano: 1n }), 'invalid_value:project_id', bad);
+    for (const good of ['p', 'shop-1', 'a.b_c', 'p'.repeat(128)])
+      assert.equal(ok({ project_id: good, time_unix_nano: 1n })['project_id'], good);
+  });
+
   it('with validate_required off, still needs a project and something to order by', () => {
     const loose = { ...settings, validateRequired: false };
     const row = ok({ project_id: 'p', observed_time_unix_nano: 7_000n }, loose);
