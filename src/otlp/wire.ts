@@ -177,23 +177,24 @@ export class WireCursor {
     return out;
   }
 
-  /** The UTF-8 text in [start, end); invalid UTF-8 is refused, as by protobuf's own parsers. */
+  /**
+   * The UTF-8 text in [start, end). Invalid UTF-8 becomes U+FFFD (each maximal bad sequence, as
+   * WHATWG's decoder does), as OTLP recommends (opentelemetry-proto's specification since 2026-08):
+   * the Collector and many protobuf runtimes pass such strings on, and refusing the request (400,
+   * final for OTLP clients) would lose every item of the batch. JSON bodies get the same.
+   */
   string(start: number, end: number): string {
     const buf = this.buf;
     const view = this.view;
     let i = start;
     while (i + 4 <= end && (view.getUint32(i, true) & 0x80808080) === 0) i += 4;
-    for (; i < end; i++) {
-      if (buf[i]! >= 0x80) {
-        this.checkUtf8(start, end);
-        return buf.toString('utf8', start, end);
-      }
-    }
+    for (; i < end; i++) if (buf[i]! >= 0x80) return buf.toString('utf8', start, end);
     return start === end ? '' : buf.toString('latin1', start, end);
   }
 
-  checkUtf8(start: number, end: number): void {
-    if (!isUtf8(this.buf.subarray(start, end))) throw invalid('a string field is not valid UTF-8');
+  /** Whether [start, end) is valid UTF-8. */
+  isUtf8(start: number, end: number): boolean {
+    return isUtf8(this.buf.subarray(start, end));
   }
 }
 
@@ -237,8 +238,9 @@ interface Member {
 
 /**
  * Writes KeyValue lists as JSON text, byte for byte what `attributesJson` gives for the same list.
- * Keys and strings are copied as UTF-8 bytes (checked, escaped where JSON needs it); a list with a
- * repeated key or an integer-like key (which a JS object reorders) is handed to `attributesJson`.
+ * Keys and strings are copied as UTF-8 bytes (checked, escaped where JSON needs it, invalid UTF-8 as
+ * U+FFFD); a list with a repeated key, an integer-like key (which a JS object reorders) or a key
+ * that is not valid UTF-8 is handed to `attributesJson`.
  */
 export class AttributesWriter extends JsonTextWriter {
   /** Keys of the objects being written, innermost last (for the repeated-key check). */
@@ -285,7 +287,8 @@ export class AttributesWriter extends JsonTextWriter {
       const { keyStart, keyEnd, valueStart, valueEnd } = kv;
       if (!this.keys.add(keyStart, keyEnd)) return false;
       if (i > 0) this.byte(0x2c);
-      this.text(keyStart, keyEnd);
+      // A key that was not valid UTF-8 may equal another once its bad bytes are U+FFFD: the JS object decides.
+      if (!this.text(keyStart, keyEnd)) return false;
       this.byte(0x3a);
       if (valueStart < 0) this.asciiText('null');
       else if (!this.anyValue(valueStart, valueEnd, depth)) return false;
@@ -343,8 +346,11 @@ export class AttributesWriter extends JsonTextWriter {
     }
   }
 
-  /** A string field's bytes as a JSON string. */
-  private text(start: number, end: number): void {
+  /**
+   * A string field's bytes as a JSON string; false when they are not valid UTF-8 (written with
+   * U+FFFD in their place, see WireCursor.string).
+   */
+  private text(start: number, end: number): boolean {
     const buf = this.r.buf;
     const view = this.r.view;
     this.reserve(end - start + 2);
@@ -374,21 +380,23 @@ export class AttributesWriter extends JsonTextWriter {
       const c = buf[i]!;
       if (c < 0x20 || c === 0x22 || c === 0x5c) {
         // Needs escaping (rare): JSON.stringify writes it as a JS object's value would be.
-        this.escaped(start, end);
-        return;
+        return this.escaped(start, end);
       }
       if (c >= 0x80) nonAscii = true;
       out[o++] = c;
     }
-    if (nonAscii) this.r.checkUtf8(start, end);
+    if (nonAscii && !this.r.isUtf8(start, end)) return this.escaped(start, end);
     out[o++] = 0x22;
     this.len = o;
+    return true;
   }
 
-  private escaped(start: number, end: number): void {
+  /** The text through JSON.stringify, invalid UTF-8 as U+FFFD; whether it was valid UTF-8. */
+  private escaped(start: number, end: number): boolean {
     const json = JSON.stringify(this.r.string(start, end));
     this.reserve(json.length * 3);
     this.len += this.out.write(json, this.len, 'utf8');
+    return this.r.isUtf8(start, end);
   }
 }
 

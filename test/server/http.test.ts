@@ -8,9 +8,10 @@ import { after, before, describe, test } from 'node:test';
 import * as zlib from 'node:zlib';
 import { compressFrameSync } from 'lz4-napi';
 import { Compressor, compressSync as snappyCompress } from 'snappy';
+import { loadProtobuf } from '../../src/otlp/index.ts';
 import { closeReadWorkers } from '../../src/read/index.ts';
 import { INLINE_BODY_BYTES } from '../../src/server/decode.ts';
-import { FIXTURE_LOG_ATTRIBUTES } from '../otlp/helpers.ts';
+import { FIXTURE_LOG_ATTRIBUTES, jsonToProtobuf } from '../otlp/helpers.ts';
 import {
   decodeStatusProto,
   getJson,
@@ -495,6 +496,24 @@ describe('project id, partial success, empty requests', () => {
     const observedMs = Number(BigInt(row.observed_time_unix_nano) / 1_000_000n);
     assert.ok(observedMs >= before && observedMs <= Date.now(), `observed ${observedMs} is the arrival`);
     assert.equal(Date.parse(row.event_ts), observedMs);
+  });
+
+  test('invalid UTF-8 in a protobuf string is stored as U+FFFD, the rest of the request with it', async () => {
+    const codec = (await loadProtobuf())!;
+    const record = (body: string) => ({ timeUnixNano: '1700000000000000000', body: { stringValue: body } });
+    const tree = {
+      resourceLogs: [{ scopeLogs: [{ logRecords: [record('aXb'), record('fine')] }] }],
+    };
+    const bytes = Buffer.from(jsonToProtobuf('logs', tree, codec));
+    bytes[bytes.indexOf('aXb') + 1] = 0xff;
+    const res = await post(`${s.url}/v1/logs`, bytes, {
+      'content-type': 'application/x-protobuf',
+      'x-project-id': 'utf8',
+    });
+    assert.equal(res.status, 200);
+    assert.equal(res.bytes.length, 0, 'no partial success: nothing refused');
+    const rows = await readUntil(`${s.url}/api/logs?project_id=utf8&date_from=2000-01-01`, 2);
+    assert.deepEqual(rows.map((r: Json) => r.body).sort(), ['a\uFFFDb', 'fine']);
   });
 
   test('empty requests succeed: no body, {} and an empty protobuf message', async () => {
