@@ -10,9 +10,20 @@
 import type { Int64List } from './columns.ts';
 import { JsonAttributes } from './json-attributes.ts';
 import { DECLINED, END_OF_OBJECT, FIRST_KEY, JsonCursor, KeySet } from './json-cursor.ts';
-import { FIELD_NAMES, MESSAGES, type MessageType } from './messages.ts';
+import { FIELD_NAMES, MESSAGES, type MessageType, UINT32 } from './messages.ts';
 import { END, INVALID_ID, type OtlpReader, type ReadId } from './reader.ts';
-import { bool, double, flags, id, int32, int64, type MapState, optionalDouble, str } from './values.ts';
+import {
+  bool,
+  double,
+  droppedCount,
+  flags,
+  id,
+  int32,
+  int64,
+  type MapState,
+  optionalDouble,
+  str,
+} from './values.ts';
 
 // The snake_case spelling of each name (the tree reads both): a body using it is left to the tree.
 const SNAKE_OF = FIELD_NAMES.map((name) => name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`));
@@ -177,6 +188,8 @@ export class JsonReader implements OtlpReader {
   }
 
   int32(names?: Readonly<Record<string, number>>): number {
+    if (this.types[this.depth]!.types[this.field] === UINT32)
+      return droppedCount(this.j.scalar(), this.label());
     return int32(this.j.scalar(), this.label(), names);
   }
 

@@ -8,9 +8,9 @@
 // is refused with OtlpDecodeError.
 
 import type { Int64List } from './columns.ts';
-import { FIELD_NAMES, FIXED32, type MessageType, SINT32, UINT32, UINT64, UINT64S } from './messages.ts';
+import { FIXED32, type MessageType, SINT32, UINT32, UINT64, UINT64S } from './messages.ts';
 import { END, INVALID_ID, type OtlpReader, type ReadId } from './reader.ts';
-import { int32 } from './values.ts';
+import { INT32_MAX } from './values.ts';
 import { AttributesWriter, LEN, Ranges, stringAttribute, WireCursor } from './wire.ts';
 
 const SERVICE_NAME_KEY = Buffer.from('service.name');
@@ -59,8 +59,7 @@ export class ProtobufReader implements OtlpReader {
   private readonly ends: number[] = [];
   private readonly types: MessageType[] = [];
   private readonly attributeRuns: Ranges[] = [];
-  /** The field `next` returned: its id, type and wire type. */
-  private field = 0;
+  /** The field `next` returned: its type and wire type. */
   private type = 0;
   private wireType = 0;
   serviceName: string | null = null;
@@ -99,7 +98,6 @@ export class ProtobufReader implements OtlpReader {
       const t = w.uint32(end);
       const id = t < 256 ? type.tags[t]! : -1;
       if (id >= 0) {
-        this.field = id;
         this.type = type.types[id]!;
         this.wireType = t & 7;
         return id;
@@ -127,11 +125,6 @@ export class ProtobufReader implements OtlpReader {
 
   private end(): number {
     return this.ends[this.depth]!;
-  }
-
-  /** What the error messages call the field `next` returned. */
-  private label(): string {
-    return `${this.types[this.depth]!.name}.${FIELD_NAMES[this.field]}`;
   }
 
   string(): string | null {
@@ -173,7 +166,7 @@ export class ProtobufReader implements OtlpReader {
     const v = this.w.uint32(this.end());
     switch (this.type) {
       case UINT32:
-        return int32(v, this.label()); // refused beyond 2^31 - 1, as the column is int32
+        return Math.min(v, INT32_MAX); // OTLP's dropped counts, held at the int32 column's most
       case SINT32:
         return (v >>> 1) ^ -(v & 1);
       default:

@@ -15,6 +15,7 @@ import {
   bool,
   double,
   doubleList,
+  droppedCount,
   fail,
   flags,
   id,
@@ -211,7 +212,7 @@ function resourceCols(rx: Msg, ctx: MapContext): ResourceCols {
     project_id: resourceProjectId(ctx, stringAttribute(attrs, 'project.id')),
     service_name: stringAttribute(attrs, 'service.name') || null,
     resource_attributes: attributesJson(attrs),
-    resource_dropped_attributes_count: int32(
+    resource_dropped_attributes_count: droppedCount(
       resource?.droppedAttributesCount ?? resource?.dropped_attributes_count,
       'resource.droppedAttributesCount',
     ),
@@ -234,7 +235,7 @@ function scopeCols(sx: Msg): ScopeCols {
     scope_name: str(scope.name, 'scope.name'),
     scope_version: str(scope.version, 'scope.version'),
     scope_attributes: attributesJson(scope.attributes),
-    scope_dropped_attributes_count: int32(
+    scope_dropped_attributes_count: droppedCount(
       scope.droppedAttributesCount ?? scope.dropped_attributes_count,
       'scope.droppedAttributesCount',
     ),
@@ -284,17 +285,17 @@ function mapTraces(root: Msg, ctx: MapContext, st: MapState, out: Row[], outEven
           status_code: status === null ? 0 : int32(status.code, 'span.status.code', STATUS_CODE),
           status_message: status === null ? null : str(status.message, 'span.status.message'),
           attributes: attributesJson(sp.attributes),
-          dropped_attributes_count: int32(
+          dropped_attributes_count: droppedCount(
             sp.droppedAttributesCount ?? sp.dropped_attributes_count,
             'span.droppedAttributesCount',
           ),
           events_count: events.length,
-          dropped_events_count: int32(
+          dropped_events_count: droppedCount(
             sp.droppedEventsCount ?? sp.dropped_events_count,
             'span.droppedEventsCount',
           ),
           links_count: links.length,
-          dropped_links_count: int32(
+          dropped_links_count: droppedCount(
             sp.droppedLinksCount ?? sp.dropped_links_count,
             'span.droppedLinksCount',
           ),
@@ -312,7 +313,7 @@ function mapTraces(root: Msg, ctx: MapContext, st: MapState, out: Row[], outEven
             time_unix_nano: time,
             name: str(ev.name, 'event.name'),
             attributes: attributesJson(ev.attributes),
-            dropped_attributes_count: int32(
+            dropped_attributes_count: droppedCount(
               ev.droppedAttributesCount ?? ev.dropped_attributes_count,
               'event.droppedAttributesCount',
             ),
@@ -332,7 +333,7 @@ function mapTraces(root: Msg, ctx: MapContext, st: MapState, out: Row[], outEven
             trace_state: str(ln.traceState ?? ln.trace_state, 'link.traceState'),
             flags: flags(ln.flags, 'link.flags'),
             attributes: attributesJson(ln.attributes),
-            dropped_attributes_count: int32(
+            dropped_attributes_count: droppedCount(
               ln.droppedAttributesCount ?? ln.dropped_attributes_count,
               'link.droppedAttributesCount',
             ),
@@ -376,7 +377,7 @@ function mapLogs(root: Msg, ctx: MapContext, st: MapState, out: Row[]) {
           span_id: id(lr.spanId ?? lr.span_id, 8, 'logRecord.spanId', st),
           flags: flags(lr.flags, 'logRecord.flags'),
           event_name: str(lr.eventName ?? lr.event_name, 'logRecord.eventName'),
-          dropped_attributes_count: int32(
+          dropped_attributes_count: droppedCount(
             lr.droppedAttributesCount ?? lr.dropped_attributes_count,
             'logRecord.droppedAttributesCount',
           ),

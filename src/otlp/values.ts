@@ -91,6 +91,18 @@ export function int32(v: unknown, field: string, names?: Readonly<Record<string,
   return fail(field, 'an integer', v);
 }
 
+export const INT32_MAX = 2 ** 31 - 1;
+
+/**
+ * A uint32 field (OTLP's dropped_*_count) for an int32 column: a count beyond 2^31 - 1 is held at
+ * it rather than refusing the request (it is legal OTLP, and only says "very many were dropped").
+ */
+export function droppedCount(v: unknown, field: string): number {
+  const n = typeof v === 'string' && INT_RE.test(v) ? Number(v) : v;
+  if (typeof n === 'number' && Number.isInteger(n) && n > INT32_MAX && n <= 0xffffffff) return INT32_MAX;
+  return int32(v, field);
+}
+
 /** A fixed32 flags field as the bigint of a long column. */
 export function flags(v: unknown, field: string): bigint {
   if (v === undefined || v === null || v === 0) return 0n;
