@@ -136,10 +136,19 @@ function limitAttributes(text: string, countLimit: number, limits: AttributeLimi
   return changed ? { text: JSON.stringify(out), dropped } : null;
 }
 
-/** The value with every string in it cut to `max` characters (the same value when none is longer). */
+/**
+ * How the attribute text writes numbers JSON has no number for: an int64 beyond 2^53 as its
+ * decimal digits, a double that is NaN or infinite by name. They are numbers, not strings to cut.
+ */
+const NUMBER_TEXT = /^(-?\d{16,19}|NaN|-?Infinity)$/;
+
+/**
+ * The value with every string in it cut to `max` characters (the same value when none is longer),
+ * but for numbers written as strings (NUMBER_TEXT): OTLP's limit is for string values.
+ */
 function cutStrings(value: unknown, max: number): unknown {
   if (typeof value === 'string') {
-    if (value.length <= max) return value;
+    if (value.length <= max || (value.length <= 20 && NUMBER_TEXT.test(value))) return value;
     // Never half of a surrogate pair.
     const end = max > 0 && isHighSurrogate(value.charCodeAt(max - 1)) ? max - 1 : max;
     return value.slice(0, end);

@@ -68,6 +68,30 @@ test('string values are cut to the length limit, in arrays and maps too, without
   assert.equal(rows[0]!['dropped_attributes_count'], 0);
 });
 
+test('numbers written as strings (int64 beyond 2^53, NaN, infinities) are not cut as strings', () => {
+  const limiter = new AttributeLimiter({ countLimit: 100, valueLengthLimit: 4 });
+  const text = JSON.stringify({
+    big: '12345678901234567',
+    min: '-9223372036854775808',
+    nan: 'NaN',
+    inf: '-Infinity',
+    list: ['9007199254740993', 'Infinity', 'abcdefgh'],
+    digits: '12345678901234567890123', // too long for an int64: a string
+    word: 'Infinityyy',
+  });
+  const rows = [spanRow(text)];
+  limit(limiter, 'logs', rows);
+  assert.deepEqual(JSON.parse(rows[0]!['attributes'] as string), {
+    big: '12345678901234567',
+    min: '-9223372036854775808',
+    nan: 'NaN',
+    inf: '-Infinity',
+    list: ['9007199254740993', 'Infinity', 'abcd'],
+    digits: '1234',
+    word: 'Infi',
+  });
+});
+
 test('resource and scope attributes are limited with their own counts; rows sharing a text share the result', () => {
   const limiter = new AttributeLimiter({ countLimit: 2, valueLengthLimit: 100 });
   const resource = attrs(4);
