@@ -42,7 +42,7 @@ export interface Mapped {
   tables: Partial<Record<TableName, Row[]>>;
   /** Spans, log records or metric data points in the request: the rows of the item tables. */
   items: number;
-  /** Ids that were present but invalid (bad length or characters, all zero), stored as null. */
+  /** Ids present but invalid (bad length or characters), stored as null; all-zero ids: null, not counted. */
   invalidIds: number;
 }
 

@@ -40,7 +40,7 @@ export const READ_AHEAD_BYTES = 256 * 1024;
 export interface Walked {
   /** Spans, log records or metric data points in the request: the rows of the item tables. */
   items: number;
-  /** Ids that were present but invalid (bad length or characters, all zero), stored as null. */
+  /** Ids present but invalid (bad length or characters), stored as null; all-zero ids: null, not counted. */
   invalidIds: number;
 }
 
