@@ -309,7 +309,17 @@ export class Logger {
 
   private async prepare(): Promise<void> {
     const opts = await resolveOptions(this.layout.optionsFile, this.init.options);
-    await saveOptions(this.layout.optionsFile, opts);
+    try {
+      await saveOptions(this.layout.optionsFile, opts);
+    } catch (err) {
+      // A full or read-only disk: the server still starts (its log replays, reads work, ingest
+      // answers 503 until writes succeed); the file keeps the options it had.
+      this.logSink(
+        'warn',
+        `cannot save the options to ${this.layout.optionsFile} (${(err as Error).message}); ` +
+          'running with them anyway',
+      );
+    }
     this.opts = opts;
     await mkdir(this.layout.daysDir, { recursive: true });
     const settings = this.validation;

@@ -1,7 +1,7 @@
 // Logger options: the specification's keys, their defaults, validation, and persistence in
 // `configs/options.json`. A logger created without options reloads and merges the saved ones.
 
-import { mkdir, rename, writeFile } from 'node:fs/promises';
+import { mkdir, open, rename, rm } from 'node:fs/promises';
 import { totalmem } from 'node:os';
 import { dirname } from 'node:path';
 import type { DeltaOptions } from '../delta/table.ts';
@@ -374,12 +374,29 @@ export async function loadSavedOptions(file: string): Promise<PartialOptions | u
   }
 }
 
-/** Writes the options atomically (temp file + rename), so a crash never leaves half a file. */
+/**
+ * Writes the options atomically (temp file synced, then renamed), so a crash or a power loss never
+ * leaves half a file; nothing is written when the file already holds them (every start saves them,
+ * and a start on a full disk must not fail for it). A temp file is removed when writing fails.
+ */
 export async function saveOptions(file: string, options: LoggerOptions): Promise<void> {
+  const text = JSON.stringify(options, null, 2) + '\n';
+  if ((await readTextIfExists(file)) === text) return;
   await mkdir(dirname(file), { recursive: true });
   const tmp = `${file}.${process.pid}.tmp`;
-  await writeFile(tmp, JSON.stringify(options, null, 2) + '\n');
-  await rename(tmp, file);
+  try {
+    const fh = await open(tmp, 'w');
+    try {
+      await fh.writeFile(text);
+      await fh.sync();
+    } finally {
+      await fh.close();
+    }
+    await rename(tmp, file);
+  } catch (err) {
+    await rm(tmp, { force: true });
+    throw err;
+  }
 }
 
 /** Saved options (if any) overlaid with the given ones, on top of the defaults. */

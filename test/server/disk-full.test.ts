@@ -167,3 +167,63 @@ test('disk full: 503 + Retry-After and degraded while writes fail; everything la
     await rm(base, { recursive: true, force: true });
   }
 });
+
+test('a server restarted while the disk is full starts (its options unsaved), replays, and lands every row once room returns', async (t) => {
+  const base = await mkdtemp(join(tmpdir(), 'otelake-full-restart-'));
+  const disk = join(base, 'disk');
+  await mkdir(disk);
+  if (!mountTmpfs(disk, 32)) {
+    t.skip('mounting a tmpfs needs root');
+    await rm(base, { recursive: true, force: true });
+    return;
+  }
+  let server: Awaited<ReturnType<typeof startChild>> | null = null;
+  try {
+    server = await startChild(disk, 'restart', {});
+    const acknowledged: string[] = [];
+    for (let i = 0; i < 20; i++) {
+      const res = await fetch(`${server.url}/v1/logs`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-project-id': 'restart' },
+        body: logsBody(`b${i}`, 100),
+      });
+      assert.equal(res.status, 200, await res.text());
+      for (let r = 0; r < 100; r++) acknowledged.push(`b${i}-r${r}`);
+    }
+    const ballast = join(disk, 'ballast');
+    await fill(ballast);
+    server.child.kill('SIGKILL');
+    await server.exited;
+
+    // Other options than those saved: the start tries to save them, cannot, and runs with them.
+    server = await startChild(disk, 'restart', { aggregator_config: { max_age_s: 2 } });
+    const { url } = server;
+    assert.equal((await getJson(`${url}/healthz`)).status, 200);
+    assert.ok(
+      server.log.some((l) => /cannot save the options/.test(l) && /ENOSPC|no space/i.test(l)),
+      server.log.join('\n'),
+    );
+    await rm(ballast);
+    await until('ok again', async () => (await getJson(`${url}/healthz`)).body.status === 'ok');
+    server.child.kill('SIGTERM');
+    assert.equal(await server.exited, 0, server.log.join('\n'));
+
+    const logger = await Logger.open({ instanceId: 'restart', instanceDir: disk, handleSignals: false });
+    try {
+      await logger.stop();
+      const rows = await logger.read('logs', { projectId: 'restart', select: ['body'], maxRows: 100_000 });
+      assert.deepEqual(rows.map((r) => r['body']).sort(), [...acknowledged].sort());
+    } finally {
+      await logger.stop();
+    }
+  } catch (err) {
+    throw new Error(`${(err as Error).stack}\nserver log:\n${server?.log.slice(-20).join('\n')}`);
+  } finally {
+    if (server && server.child.exitCode === null) {
+      server.child.kill('SIGKILL');
+      await server.exited;
+    }
+    execFileSync('umount', [disk]);
+    await rm(base, { recursive: true, force: true });
+  }
+});

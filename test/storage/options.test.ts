@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
@@ -67,6 +67,13 @@ describe('options', () => {
       const merged = await resolveOptions(file, { producer_config: { max_queue_size: 10 } });
       assert.equal(merged.aggregator_config.max_batch_rows, 5000);
       assert.equal(merged.producer_config.max_queue_size, 10);
+      // The same options again: the file is left as it is (a start on a full disk must not fail).
+      const before = await stat(file);
+      await saveOptions(file, reloaded);
+      assert.equal((await stat(file)).ino, before.ino, 'not replaced');
+      await saveOptions(file, merged);
+      assert.notEqual((await stat(file)).ino, before.ino, 'other options: replaced');
+      assert.deepEqual(await readdir(join(dir, 'configs')), ['options.json'], 'no temp file left');
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
