@@ -82,6 +82,8 @@ export interface LoggerInit {
   shipperTiming?: ShipperTiming;
   /** How often rows the replay had to leave in the write-ahead log are tried again (default 5 s). */
   heldRetryMs?: number;
+  /** How long a stop with `flush: 'auto'` waits for the tables' writes (default 30 s). */
+  stopFlushTimeoutMs?: number;
 }
 
 export type LogSink = (level: 'error' | 'warn' | 'info', message: string) => void;
@@ -841,6 +843,13 @@ export class Logger {
   }
 
   /**
+   * Rows accepted but not written to their tables when the logger stopped: with `auto`, those the
+   * flush could not write within its time (writes failing); 0 while running. With the
+   * write-ahead log they are in it, for the next start; with `durability: memory` they are lost.
+   */
+  unwrittenAtStop = 0;
+
+  /**
    * Stops the logger. `auto` writes everything accepted (queue included) within a bounded time;
    * `none` drops the queued rows and only finishes the writes already handed to the tables.
    */
@@ -868,11 +877,15 @@ export class Logger {
       await this.wal?.settled();
       if (flush === 'auto') {
         let timer: NodeJS.Timeout | undefined;
-        const timeout = new Promise<void>((resolve) => {
-          timer = setTimeout(resolve, STOP_FLUSH_TIMEOUT_MS);
+        const timeout = new Promise<false>((resolve) => {
+          timer = setTimeout(() => resolve(false), this.init.stopFlushTimeoutMs ?? STOP_FLUSH_TIMEOUT_MS);
         });
-        await Promise.race([aggregator.flushAll(), timeout]);
+        const flushed = await Promise.race([aggregator.flushAll().then(() => true), timeout]);
         clearTimeout(timer);
+        if (!flushed) {
+          const pending = Object.values(aggregator.pendingRows()).reduce((a, b) => a + b, 0);
+          this.noteUnwritten(producer.depth + pending);
+        }
       } else if (!this.wal) {
         producer.discard(); // with a write-ahead log the queued rows stay in it for the next start
       }
@@ -883,6 +896,20 @@ export class Logger {
     this.tables.clear();
     await Promise.all(open.map((t) => t.then((dt) => dt.close()).catch(() => {})));
     this.state = 'stopped';
+  }
+
+  /** The stop's flush gave up on `rows` rows (their writes kept failing): said loudly, and kept for the caller. */
+  private noteUnwritten(rows: number): void {
+    this.unwrittenAtStop = rows;
+    const failing = TABLE_NAMES.map((t) => this.aggregator!.failure(t)).find((f) => f);
+    const why = failing
+      ? `writes to ${failing.table} are failing: ${failing.message}`
+      : 'writes did not finish';
+    this.logSink(
+      this.wal ? 'warn' : 'error',
+      `stopped with ${rows} accepted rows not written to their tables after ${(this.init.stopFlushTimeoutMs ?? STOP_FLUSH_TIMEOUT_MS) / 1000} s ` +
+        `(${why}): ${this.wal ? 'they stay in the write-ahead log and are written at the next start' : 'with durability "memory" they are lost'}`,
+    );
   }
 
   /** Signal handlers and the exit hook, as the options ask. */

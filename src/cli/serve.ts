@@ -36,7 +36,7 @@ export async function serveUntilStopped(
   signals: StopSignals,
   hooks: ServeHooks = {},
 ): Promise<void> {
-  const { runServer } = await import('../server/index.ts');
+  const { logStopped, runServer } = await import('../server/index.ts');
   let running: Awaited<ReturnType<typeof runServer>>;
   try {
     running = await runServer({
@@ -67,7 +67,7 @@ export async function serveUntilStopped(
       stopping = true;
       running.app.log.info(`${signal}: stopping; finishing requests in flight and flushing the pipeline`);
       running.close().then(() => {
-        running.app.log.info('stopped cleanly');
+        logStopped(running.app.log, running.logger);
         done();
       }, fail);
     };

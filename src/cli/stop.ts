@@ -10,10 +10,14 @@ import type { StopFlags } from './flags.ts';
 import { processAlive, readPid, removePidFile } from './pidfile.ts';
 import { readServerAddress, removeServerAddress } from './server-address.ts';
 
-/** Seconds a graceful stop may take (flushing pending batches); OTELAKE_STOP_GRACE_S overrides. */
+/**
+ * Seconds a graceful stop may take (flushing pending batches); OTELAKE_STOP_GRACE_S overrides.
+ * Longer than the server's own 30 s for its flush, so that a flush held up by failing writes ends
+ * with the server's word on what it left, not with `stop` giving up first.
+ */
 function graceSeconds(): number {
   const fromEnv = Number(process.env.OTELAKE_STOP_GRACE_S);
-  return Number.isFinite(fromEnv) && fromEnv > 0 ? fromEnv : 30;
+  return Number.isFinite(fromEnv) && fromEnv > 0 ? fromEnv : 45;
 }
 
 async function waitForExit(pid: number, seconds: number): Promise<boolean> {

@@ -2,4 +2,4 @@
 
 export { type BuildServerOptions, buildServer } from './app.ts';
 export { isLoopback } from './loopback.ts';
-export { type RunningServer, type RunServerOptions, runServer } from './run.ts';
+export { logStopped, type RunningServer, type RunServerOptions, runServer } from './run.ts';

@@ -102,7 +102,7 @@ export async function runServer(o: RunServerOptions): Promise<RunningServer> {
       app.log.info(`${signal}: stopping; finishing requests in flight and flushing the pipeline`);
       close().then(
         () => {
-          app.log.info('stopped cleanly');
+          logStopped(app.log, logger);
           process.exit(0);
         },
         (err: unknown) => {
@@ -116,4 +116,19 @@ export async function runServer(o: RunServerOptions): Promise<RunningServer> {
   }
 
   return { app, logger, url, port: boundPort, close };
+}
+
+/**
+ * The last line of a stop: "stopped cleanly", or, when the flush gave up on rows whose writes kept
+ * failing (the logger has said why), how many there are and where they are.
+ */
+export function logStopped(log: FastifyBaseLogger, logger: Logger): void {
+  const rows = logger.unwrittenAtStop;
+  if (rows === 0) log.info('stopped cleanly');
+  else if (logger.options.durability === 'memory')
+    log.error(`stopped; ${rows} accepted rows were not written and are lost`);
+  else
+    log.warn(
+      `stopped; ${rows} accepted rows are not written yet: the write-ahead log keeps them for the next start`,
+    );
 }

@@ -181,6 +181,38 @@ describe('durability "wal"', () => {
     assert.deepEqual(await storedTimes(again), range(150));
   });
 
+  it('a stop whose writes keep failing says how many rows it leaves in the log; the next start writes them once', async () => {
+    const lines: string[] = [];
+    const logger = await Logger.open({
+      instanceDir: dir,
+      instanceId: 'unwritten',
+      handleSignals: false,
+      options: HOLD,
+      stopFlushTimeoutMs: 300,
+      log: (level, message) => lines.push(`${level} ${message}`),
+    });
+    assert.ok((await Promise.all(range(40).map((i) => logger.ingestLog(logRow(i))))).every(([ok]) => ok));
+    assert.equal(logger.unwrittenAtStop, 0);
+    // A file stands where today's logs table goes: every write of it fails.
+    const tableDir = join(dir, 'unwritten', 'staging', 'days', today(), 'otel', 'logs');
+    await rm(tableDir, { recursive: true, force: true });
+    await mkdir(dirname(tableDir), { recursive: true });
+    await writeFile(tableDir, 'not a table');
+    await logger.stop();
+    assert.equal(logger.unwrittenAtStop, 40);
+    assert.ok(
+      lines.some((l) =>
+        /^warn stopped with 40 accepted rows not written .* stay in the write-ahead log/.test(l),
+      ),
+      lines.join('\n'),
+    );
+    await rm(tableDir);
+    const again = await openLogger('unwritten');
+    await again.stop();
+    assert.equal(again.unwrittenAtStop, 0);
+    assert.deepEqual(await storedTimes(again), range(40));
+  });
+
   it('a request is stored whole or not at all across the tables it feeds', async () => {
     const logger = await Logger.open({
       instanceDir: dir,
