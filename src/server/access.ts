@@ -110,7 +110,13 @@ export function registerAccess(app: FastifyInstance, opts: AccessOptions): Acces
         // The fault is the server's tokens file, not the client's token: 503 has clients retry
         // until it is mended, where a 401 would have OTLP clients drop what they send meanwhile.
         reply.header('retry-after', String(TOKENS_RETRY_AFTER_S));
-        return refuse(request, reply, 503, `no token can be checked now: ${tokens.problem}`);
+        // The details (a path, a parse error) are the operator's: in the log and /healthz.
+        return refuse(
+          request,
+          reply,
+          503,
+          "no token can be checked now: the server's configs/tokens.json cannot be used (its log says why)",
+        );
       }
       reply.header(
         'www-authenticate',
