@@ -102,6 +102,25 @@ class TableBuild {
   }
 }
 
+/** Why an event or link was rejected: its span was. */
+export const SPAN_REJECTED = 'span_rejected';
+
+/**
+ * Where spans, span_events and span_links keep a row's trace and span id: the same columns, right
+ * after the shared head (checked at load).
+ */
+const TRACE_ID = SCHEMAS.spans.columns.findIndex((c) => c.name === 'trace_id');
+for (const table of ['spans', 'span_events', 'span_links'] as const) {
+  const names = SCHEMAS[table].columns.map((c) => c.name);
+  if (names[TRACE_ID] !== 'trace_id' || names[TRACE_ID + 1] !== 'span_id')
+    throw new Error(`${table}: trace_id and span_id are not at ${TRACE_ID} and ${TRACE_ID + 1}`);
+}
+
+/** A span's identity within a request: its trace and span id (null when invalid or absent). */
+function spanKey(cells: unknown[], at: number): string {
+  return `${cells[at + TRACE_ID]}/${cells[at + TRACE_ID + 1]}`;
+}
+
 export class RequestDecoder implements RowSink {
   private readonly protobuf: boolean;
   private readonly settings: ValidationSettings;
@@ -109,6 +128,11 @@ export class RequestDecoder implements RowSink {
   private readonly limiter: AttributeLimiter;
   /** A body is decompressed into a buffer the next one reuses: mapping is done with it by then. */
   private readonly decompressors = new KeptDecompressors();
+  /**
+   * Spans of this request that were rejected (by trace and span id): their events and links are
+   * rejected too, so that no table holds rows of a span the spans table does not. Null while none.
+   */
+  private rejectedSpans: Set<string> | null = null;
   /** Valid rows by project, the current run of rows of one project not yet added. */
   private projects: Record<string, number> = {};
   private runProject = '';
@@ -179,10 +203,19 @@ export class RequestDecoder implements RowSink {
       t.reasons[project.reason] = (t.reasons[project.reason] ?? 0) + 1;
       return;
     }
+    // A span's rows come before its events' and links' (walk.ts hands the tables on in order).
+    if (this.rejectedSpans !== null && table !== 'spans' && this.rejectedSpans.has(spanKey(cells, at))) {
+      t.reasons[SPAN_REJECTED] = (t.reasons[SPAN_REJECTED] ?? 0) + 1;
+      return;
+    }
     this.limiter.apply(table, cells, at);
     const reason = t.normalizer.normalizeValues(cells, at);
     if (reason !== null) {
       t.reasons[reason] = (t.reasons[reason] ?? 0) + 1;
+      if (table === 'spans') {
+        this.rejectedSpans ??= new Set();
+        this.rejectedSpans.add(spanKey(cells, at));
+      }
       return;
     }
     t.builder.pushValues(cells, at);
@@ -201,6 +234,7 @@ export class RequestDecoder implements RowSink {
 
   restart(): void {
     for (const t of Object.values(this.builds)) t.clear();
+    this.rejectedSpans = null;
     this.projects = {};
     this.run = 0;
   }

@@ -26,7 +26,7 @@ import { HAND_ON_ROWS, READ_AHEAD_BYTES } from '../../src/otlp/walk.ts';
 import { RefusedProject } from '../../src/schema/project.ts';
 import { type Row, SCHEMAS, type TableName } from '../../src/schema/tables.ts';
 import { RowNormalizer, type ValidationSettings } from '../../src/schema/validate.ts';
-import { type DecodeResult, RequestDecoder } from '../../src/server/decode.ts';
+import { type DecodeResult, RequestDecoder, SPAN_REJECTED } from '../../src/server/decode.ts';
 import { cells } from '../delta/cells.ts';
 import { CTX, jsonToProtobuf, mapBody, outcome } from './helpers.ts';
 import { jsonForms, protobufForm, randomRequest } from './random-requests.ts';
@@ -110,6 +110,8 @@ function treeCells(
   const entries = Object.entries(mapped.tables) as [TableName, Row[]][];
   const tables: Extract<Cells, { tables: unknown }>['tables'] = {};
   const limiter = new AttributeLimiter(limits);
+  const rejectedSpans = new Set<string>();
+  const spanKey = (row: Row) => `${row['trace_id'] ?? null}/${row['span_id'] ?? null}`;
   for (const [table, rows] of entries) {
     const names = SCHEMAS[table].columns.map((c) => c.name);
     const normalizer = new RowNormalizer(SCHEMAS[table], settings);
@@ -121,12 +123,18 @@ function treeCells(
         reasons[project.reason] = (reasons[project.reason] ?? 0) + 1;
         continue;
       }
+      if (table !== 'spans' && rejectedSpans.has(spanKey(tableRow))) {
+        reasons[SPAN_REJECTED] = (reasons[SPAN_REJECTED] ?? 0) + 1;
+        continue;
+      }
       const values = names.map((name) => tableRow[name] ?? null);
       limiter.apply(table, values);
       const row = Object.fromEntries(names.map((name, j) => [name, values[j]]));
       const r = normalizer.normalize(row);
-      if (typeof r === 'string') reasons[r] = (reasons[r] ?? 0) + 1;
-      else builder.pushValues(r);
+      if (typeof r === 'string') {
+        reasons[r] = (reasons[r] ?? 0) + 1;
+        if (table === 'spans') rejectedSpans.add(spanKey(tableRow));
+      } else builder.pushValues(r);
     }
     tables[table] = {
       cells: cells(unpackBatch(packBatch(builder.view()), names)),
@@ -732,6 +740,27 @@ test('attribute limits: the same cells on every route, the first attributes kept
       assert.equal(plain['resource_dropped_attributes_count'], 2, what);
       assert.match(plain['attributes'] as string, /"e":"e"}$/, what);
     }
+  }
+});
+
+test("a rejected span's events and links are rejected with it, on every route; another span's are kept", () => {
+  const span = (id: string, start: string, end: string) =>
+    `{"traceId":"5b8efff798038103d269b633813fc60c","spanId":"${id}","name":"s-${id}","startTimeUnixNano":"${start}",` +
+    `"endTimeUnixNano":"${end}","events":[{"timeUnixNano":"1700000000000000050","name":"e-${id}"}],` +
+    `"links":[{"traceId":"0af7651916cd43dd8448eb211c80319c","spanId":"b7ad6b7169203331"}]}`;
+  // Times across 2^63 (as uint64 they are 900 ns apart): the duration does not fit int64.
+  const bad = span('eee19b7ec3c1b174', '9223372036854775000', '9223372036854775900');
+  const good = span('eee19b7ec3c1b175', '1700000000000000000', '1700000000000000100');
+  for (const [format, body, route, how] of eachRoute('traces', `${bad},${good}`, '{}')) {
+    assertRoutesAgree('traces', format, body, how, route);
+    const r = decoders[0]!.decode(task('traces', format, body));
+    assert.ok(r.ok, how);
+    assert.deepEqual(r.tables.spans!.reasons, { 'out_of_range:duration_ns': 1 }, how);
+    for (const table of ['span_events', 'span_links'] as const) {
+      assert.deepEqual(r.tables[table]!.reasons, { [SPAN_REJECTED]: 1 }, `${how}: ${table}`);
+      assert.equal(r.tables[table]!.batch.numRows, 1, `${how}: ${table}`);
+    }
+    assert.equal(onlyRow(r, 'span_events')['name'], 'e-eee19b7ec3c1b175', how);
   }
 });
 
