@@ -16,7 +16,7 @@ import {
   type Signal,
 } from '../otlp/index.ts';
 import { AttributeLimiter, type AttributeLimits } from '../otlp/limits.ts';
-import { RefusedProject } from '../schema/project.ts';
+import type { RefusedProject } from '../schema/project.ts';
 import { SCHEMAS, TABLE_NAMES, type TableName } from '../schema/tables.ts';
 import { RowNormalizer, type ValidationSettings } from '../schema/validate.ts';
 import { siblingModule, WORKER_IDLE_MS, WorkerPool } from '../storage/worker-pool.ts';
@@ -199,8 +199,9 @@ export class RequestDecoder implements RowSink {
     t.rows++;
     // Every table's first column: a valid id, or a RefusedProject (the resource's project.id broke the rule).
     const project = cells[at];
-    if (project instanceof RefusedProject) {
-      t.reasons[project.reason] = (t.reasons[project.reason] ?? 0) + 1;
+    if (typeof project !== 'string') {
+      const { reason } = project as RefusedProject;
+      t.reasons[reason] = (t.reasons[reason] ?? 0) + 1;
       return;
     }
     // A span's rows come before its events' and links' (walk.ts hands the tables on in order).
@@ -222,7 +223,7 @@ export class RequestDecoder implements RowSink {
     // Rows come in runs of one project (a resource's): counted a run at a time.
     if (project !== this.runProject) {
       this.endRun();
-      this.runProject = project as string;
+      this.runProject = project;
     }
     this.run++;
   }
