@@ -286,9 +286,14 @@ export function jsonText(v: number | string): string {
   return typeof v === 'number' ? String(v) : `"${v}"`;
 }
 
+/**
+ * A bytes value as standard, padded base64, as protobuf's bytes give it: proto3 JSON also takes
+ * the URL-safe alphabet and no padding, which would store the same bytes as another text.
+ */
 function bytesBase64(v: unknown, field: string): string {
   if (typeof v === 'string') {
-    if (v === '' || BASE64.test(v)) return v;
+    if (v === '') return v;
+    if (BASE64.test(v)) return Buffer.from(v, 'base64').toString('base64');
     throw new OtlpDecodeError(`${field}: not base64`);
   }
   if (v instanceof Uint8Array) return Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString('base64');

@@ -569,6 +569,11 @@ test('AnyValue: bytes as base64, nested arrays and maps, empty values, string es
   const proto = mapProtobuf('logs', jsonToProtobuf('logs', tree, codec), codec).tables.logs![0]!;
   assert.equal(proto.attributes, json);
   assert.equal(proto.body, '"AAEC/w=="');
+  // proto3 JSON's other spellings of the same bytes (URL-safe, unpadded) are stored as protobuf's.
+  for (const spelling of ['AAEC_w==', 'AAEC/w', 'AAEC_w']) {
+    const row = oneLog({ attributes: [attr('bytes', { bytesValue: spelling })] }).row;
+    assert.equal(row.attributes, '{"bytes":"AAEC/w=="}', spelling);
+  }
 });
 
 test('log bodies: string as is, other values as JSON, absent as null', () => {
