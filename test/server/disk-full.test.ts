@@ -9,7 +9,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdir, mkdtemp, open, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, test } from 'node:test';
+import { after, type TestContext, test } from 'node:test';
 import { Logger } from '../../src/index.ts';
 import { closeReadWorkers } from '../../src/read/index.ts';
 import { logsBody, startChild } from './helpers/crash-loop.ts';
@@ -26,6 +26,20 @@ function mountTmpfs(dir: string, mb: number): boolean {
   } catch {
     return false;
   }
+}
+
+/**
+ * A tmpfs of `mb` MiB mounted at `<base>/disk` in a new temporary folder; null (the test skipped)
+ * when this process may not mount one.
+ */
+async function smallDisk(t: TestContext, mb: number): Promise<{ base: string; disk: string } | null> {
+  const base = await mkdtemp(join(tmpdir(), 'otelake-full-'));
+  const disk = join(base, 'disk');
+  await mkdir(disk);
+  if (mountTmpfs(disk, mb)) return { base, disk };
+  t.skip('mounting a tmpfs needs root');
+  await rm(base, { recursive: true, force: true });
+  return null;
 }
 
 /** Writes `path` until the file system is full. */
@@ -52,14 +66,9 @@ async function until(what: string, cond: () => Promise<boolean> | boolean, ms = 
 }
 
 test('disk full: 503 + Retry-After and degraded while writes fail; everything lands once room returns', async (t) => {
-  const base = await mkdtemp(join(tmpdir(), 'otelake-full-'));
-  const disk = join(base, 'disk');
-  await mkdir(disk);
-  if (!mountTmpfs(disk, 48)) {
-    t.skip('mounting a tmpfs needs root');
-    await rm(base, { recursive: true, force: true });
-    return;
-  }
+  const mounted = await smallDisk(t, 48);
+  if (mounted === null) return;
+  const { base, disk } = mounted;
   let server: Awaited<ReturnType<typeof startChild>> | null = null;
   let stop = false;
   try {
@@ -169,14 +178,9 @@ test('disk full: 503 + Retry-After and degraded while writes fail; everything la
 });
 
 test('a server restarted while the disk is full starts (its options unsaved), replays, and lands every row once room returns', async (t) => {
-  const base = await mkdtemp(join(tmpdir(), 'otelake-full-restart-'));
-  const disk = join(base, 'disk');
-  await mkdir(disk);
-  if (!mountTmpfs(disk, 32)) {
-    t.skip('mounting a tmpfs needs root');
-    await rm(base, { recursive: true, force: true });
-    return;
-  }
+  const mounted = await smallDisk(t, 32);
+  if (mounted === null) return;
+  const { base, disk } = mounted;
   let server: Awaited<ReturnType<typeof startChild>> | null = null;
   try {
     server = await startChild(disk, 'restart', {});
