@@ -905,10 +905,13 @@ export class Logger {
     const why = failing
       ? `writes to ${failing.table} are failing: ${failing.message}`
       : 'writes did not finish';
+    const seconds = (this.init.stopFlushTimeoutMs ?? STOP_FLUSH_TIMEOUT_MS) / 1000;
+    const where = this.wal
+      ? 'they stay in the write-ahead log and are written at the next start'
+      : 'with durability "memory" they are lost';
     this.logSink(
       this.wal ? 'warn' : 'error',
-      `stopped with ${rows} accepted rows not written to their tables after ${(this.init.stopFlushTimeoutMs ?? STOP_FLUSH_TIMEOUT_MS) / 1000} s ` +
-        `(${why}): ${this.wal ? 'they stay in the write-ahead log and are written at the next start' : 'with durability "memory" they are lost'}`,
+      `stopped with ${rows} accepted rows not written to their tables after ${seconds} s (${why}): ${where}`,
     );
   }
 
@@ -1121,13 +1124,11 @@ export class Logger {
       else problem = live === undefined ? null : await dataFileProblem(dt.dir, live);
     } catch {
       // Its log still gives no snapshot, unless the table is gone (the day shipped and cleaned).
-      if (
-        await access(dir).then(
-          () => true,
-          () => false,
-        )
-      )
-        return;
+      const gone = await access(dir).then(
+        () => false,
+        () => true,
+      );
+      if (!gone) return;
       problem = null;
     }
     if (problem === null && this.damaged.clear(table, day))
