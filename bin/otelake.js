@@ -4,20 +4,9 @@
 // Node refuses to strip types under node_modules, so there dist/ is always used.
 import { existsSync } from 'node:fs';
 import module from 'node:module';
+import { GET_NODE, requireNode } from './node-version.js';
 
-/** One command that gets a current Node from the npm registry, without root or a version manager. */
-const GET_NODE =
-  'npm install --prefix ~/.node24 node@24 && export PATH="$HOME/.node24/node_modules/.bin:$PATH"';
-
-const [major, minor] = process.versions.node.split('.').map(Number);
-if (major < 22) {
-  process.stderr.write(
-    `otelake needs Node.js >= 22 (this is ${process.version}). Get Node 24 from the npm registry with:\n` +
-      `  ${GET_NODE}\n` +
-      'then try again in that shell.\n',
-  );
-  process.exit(1);
-}
+const [major, minor] = requireNode('otelake');
 
 // Node keeps the compiled (and type-stripped) modules in a cache on disk (os.tmpdir() unless
 // NODE_COMPILE_CACHE says otherwise): a command then starts in about half the CPU time.
