@@ -347,6 +347,9 @@ export function registerReadRoutes(
       if (bad) return sendError(reply, 400, bad.message, bad.parameter ? { parameter: bad.parameter } : {});
       // Object storage unreachable or refusing: the failure is upstream, not this request's.
       if (err instanceof ObjectStoreError) return sendError(reply, 502, err.message);
+      // The read's process could not start (a native package missing, say): the server's to mend.
+      if (err instanceof WorkerProcessEnded && err.startError !== null)
+        return sendError(reply, 500, `${err.message}. Ingest goes on.`);
       // The read's own process ended (killed for memory, most likely); ingest goes on.
       if (err instanceof WorkerProcessEnded)
         return sendError(

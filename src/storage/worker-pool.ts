@@ -61,20 +61,36 @@ export class WorkerLost extends Error {
 /**
  * A child process ended while it had tasks: a signal (SIGKILL from the kernel's out-of-memory
  * killer, most likely) or an exit code. Its tasks fail with this; the pool starts another for
- * the next task.
+ * the next task. `startError`: it ended before it was ready, with this last error line on its
+ * stderr (a module that does not load: a native package missing, say).
  */
 export class WorkerProcessEnded extends WorkerLost {
   readonly signal: NodeJS.Signals | null;
-  constructor(name: string, code: number | null, signal: NodeJS.Signals | null) {
+  readonly startError: string | null;
+  constructor(
+    name: string,
+    code: number | null,
+    signal: NodeJS.Signals | null,
+    startError: string | null = null,
+  ) {
     super(
-      signal === 'SIGKILL'
-        ? `the ${name} process was killed (SIGKILL): most likely the system's out-of-memory killer, ` +
+      startError !== null
+        ? `the ${name} process could not start (${signal ?? `exit code ${code}`}): ${startError}`
+        : signal === 'SIGKILL'
+          ? `the ${name} process was killed (SIGKILL): most likely the system's out-of-memory killer, ` +
             'as the task needed more memory than the limit left it'
-        : `the ${name} process ended (${signal ?? `exit code ${code}`}) before answering`,
+          : `the ${name} process ended (${signal ?? `exit code ${code}`}) before answering`,
     );
     this.name = 'WorkerProcessEnded';
     this.signal = signal;
+    this.startError = startError;
   }
+}
+
+/** The last line of `text` that names an error (Node prints the error and its stack on a crash). */
+function lastErrorLine(text: string): string | null {
+  const lines = text.split('\n').filter((l) => /Error\b/.test(l) && !/^\s+at /.test(l));
+  return lines.at(-1)?.trim() ?? null;
 }
 
 /**
@@ -359,8 +375,14 @@ export class WorkerPool {
     const child: ChildProcess = fork(fileURLToPath(this.url), [], {
       execArgv: [...process.execArgv, ...this.opts.execArgv],
       serialization: 'advanced', // typed arrays and bigints, copied
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      // stderr passed on, its start kept: why a process that cannot start ended goes in its error.
+      stdio: ['ignore', 'inherit', 'pipe', 'ipc'],
       ...compileCacheEnv(),
+    });
+    let startOutput = '';
+    child.stderr!.on('data', (chunk: Buffer) => {
+      process.stderr.write(chunk);
+      if (!slot.ready && startOutput.length < 16_384) startOutput += chunk.toString();
     });
     slot.pid = child.pid ?? null;
     if (this.opts.oomScoreAdj !== null && child.pid !== undefined) {
@@ -383,7 +405,13 @@ export class WorkerPool {
       if (slot.pending.size > 0) this.fail(slot, new WorkerProcessEnded(this.opts.name, code, signal));
       else if (!slot.ready) {
         this.remove(slot);
-        this.failStart(new WorkerProcessEnded(this.opts.name, code, signal));
+        // Its stderr may still hold the error when it exits: read to its end first.
+        const failed = () => {
+          const why = lastErrorLine(startOutput) ?? 'see its output above';
+          this.failStart(new WorkerProcessEnded(this.opts.name, code, signal, why));
+        };
+        if (child.stderr!.closed) failed();
+        else child.stderr!.once('close', failed);
       } else {
         this.remove(slot);
         this.dispatch();

@@ -253,6 +253,26 @@ describe('WorkerPool', () => {
       assert.throws(() => process.kill(who.pid, 0), 'close stops the process');
     });
 
+    it('a process that cannot start fails the tasks waiting for it with the error it printed', async () => {
+      process.env.OTELAKE_TEST_FAIL_LOAD = "Cannot find module 'a-native-package'";
+      const pool = new WorkerPool(url, processes);
+      try {
+        const err = await pool.run('echo', 1).then(
+          () => null,
+          (e: unknown) => e,
+        );
+        assert.ok(err instanceof WorkerProcessEnded, String(err));
+        assert.match(
+          err.message,
+          /^the otelake-test process could not start \(exit code 1\): Error: Cannot find module 'a-native-package'$/,
+        );
+        assert.equal(err.startError, "Error: Cannot find module 'a-native-package'");
+      } finally {
+        delete process.env.OTELAKE_TEST_FAIL_LOAD;
+        await pool.close();
+      }
+    });
+
     it('a process killed during its task fails that task alone, saying so; the next runs in a new one', async () => {
       const pool = new WorkerPool(url, processes);
       const { pid } = await pool.run<Who>('pid', null);
