@@ -36,4 +36,5 @@ export {
 } from './shipping/shipper.ts';
 export type { DamagedTable } from './storage/damaged-tables.ts';
 export { defaultOptions, type LoggerOptions, type PartialOptions } from './storage/options.ts';
+export { InstanceInUseError } from './storage/process-lock.ts';
 export { VERSION } from './version.ts';

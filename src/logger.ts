@@ -50,6 +50,7 @@ import {
   resolveOptions,
   saveOptions,
 } from './storage/options.ts';
+import { lockInstance } from './storage/process-lock.ts';
 import { type ResolvedS3, resolveS3, type S3Config } from './storage/s3-config.ts';
 import { type WalEntry, type WalOptions, type WalStats, WriteAheadLog } from './wal/wal.ts';
 
@@ -309,7 +310,22 @@ export class Logger {
     return validationSettings(o.producer_config, o.aggregator_config.strict_df);
   }
 
+  /** Releases instance.lock, which the logger holds from its preparation to the end of its stop. */
+  private unlock: (() => Promise<void>) | null = null;
+
   private async prepare(): Promise<void> {
+    // One writer per instance: before anything is read or written (the log's replay above all).
+    this.unlock = await lockInstance(this.layout);
+    try {
+      await this.prepareLocked();
+    } catch (err) {
+      await this.unlock();
+      this.unlock = null;
+      throw err;
+    }
+  }
+
+  private async prepareLocked(): Promise<void> {
     const opts = await resolveOptions(this.layout.optionsFile, this.init.options);
     try {
       await saveOptions(this.layout.optionsFile, opts);
@@ -895,6 +911,8 @@ export class Logger {
     const open = [...this.tables.values()];
     this.tables.clear();
     await Promise.all(open.map((t) => t.then((dt) => dt.close()).catch(() => {})));
+    await this.unlock?.();
+    this.unlock = null;
     this.state = 'stopped';
   }
 

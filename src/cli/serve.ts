@@ -5,6 +5,7 @@
 
 import { resolve } from 'node:path';
 import type { InstanceLayout } from '../storage/layout.ts';
+import { InstanceInUseError } from '../storage/process-lock.ts';
 import { bindError } from './bind.ts';
 import { CliError } from './errors.ts';
 import type { BoundStartFlags } from './flags.ts';
@@ -51,8 +52,9 @@ export async function serveUntilStopped(
   } catch (err) {
     const bind = bindError(err, flags.host, flags.port);
     if (bind) throw bind;
-    // Invalid saved options and the like: the message says what to fix.
-    if (err instanceof TypeError) throw new CliError(err.message);
+    // Invalid saved options and the like, or a program using the library writing the instance:
+    // the message says what to fix.
+    if (err instanceof TypeError || err instanceof InstanceInUseError) throw new CliError(err.message);
     throw err;
   }
 

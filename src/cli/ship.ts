@@ -7,6 +7,7 @@ import { stat } from 'node:fs/promises';
 import { TABLE_NAMES } from '../schema/tables.ts';
 import type { ShipProgress, ShipSummary } from '../shipping/shipper.ts';
 import { InstanceLayout } from '../storage/layout.ts';
+import { InstanceInUseError } from '../storage/process-lock.ts';
 import { CliError, UsageError } from './errors.ts';
 import type { ShipFlags } from './flags.ts';
 import { claimPidFile, removePidFile } from './pidfile.ts';
@@ -122,6 +123,10 @@ async function shipDays(flags: ShipFlags): Promise<void> {
     instanceId: flags.instanceId,
     handleSignals: false,
     autoShip: false,
+  }).catch((err: unknown) => {
+    // A program using the library writes the instance (it holds no pidfile).
+    if (err instanceof InstanceInUseError) throw new CliError(err.message);
+    throw err;
   });
   const bar = process.stdout.isTTY ? await barReporter() : null;
   const onProgress = bar ? bar.report : lineReporter(process.stdout);

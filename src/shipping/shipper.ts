@@ -8,8 +8,7 @@
 // Automatic runs (shipper_enabled and a complete S3 configuration) check for finished days at
 // start (resume) and every 30 s (the UTC rollover); `shipNow(day)` runs one day by hand.
 
-import { readFileSync } from 'node:fs';
-import { open, readdir, readFile, unlink } from 'node:fs/promises';
+import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { DeltaOptions } from '../delta/table.ts';
 import {
@@ -21,6 +20,7 @@ import {
 } from '../storage/days-index.ts';
 import { type InstanceLayout, isDay, validateDay } from '../storage/layout.ts';
 import { ObjectStore } from '../storage/object-store.ts';
+import { claimLock } from '../storage/process-lock.ts';
 import { type ResolvedS3, s3Problem } from '../storage/s3-config.ts';
 import {
   cleanDay,
@@ -121,36 +121,6 @@ const STEP_OF: Record<Exclude<DayProgress, 'cleaned'>, ShipStep> = {
   uploaded: 'verify',
   verified: 'clean',
 };
-
-function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
-/**
- * When a process started (clock ticks since boot: field 22 of /proc/<pid>/stat), which with its
- * id tells it from a later process given the same id; null without procfs or once it has ended.
- */
-export function processStartTime(pid: number): string | null {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] ?? null;
-  } catch {
-    return null;
-  }
-}
-
-/** Whether the process a lock names (its id, and start time where it was recorded) still runs. */
-function lockHolderAlive(pid: number, startedAt: string | undefined): boolean {
-  if (!processAlive(pid)) return false;
-  if (!startedAt) return true;
-  const now = processStartTime(pid);
-  return now === null || now === startedAt;
-}
 
 export class Shipper {
   private readonly init: ShipperInit;
@@ -389,22 +359,10 @@ export class Shipper {
    */
   private async lock(): Promise<() => Promise<void>> {
     const file = join(this.init.layout.root, 'index', 'shipping.lock');
-    for (let attempt = 0; ; attempt++) {
-      try {
-        const fh = await open(file, 'wx');
-        await fh.writeFile(`${process.pid} ${processStartTime(process.pid) ?? ''}\n`);
-        await fh.close();
-        return () => unlink(file).catch(() => {});
-      } catch (err) {
-        if ((err as NodeJS.ErrnoException).code !== 'EEXIST' || attempt >= 3) throw err;
-        const [id, startedAt] = (await readFile(file, 'utf8').catch(() => '')).trim().split(/\s+/);
-        const pid = Number(id);
-        if (Number.isSafeInteger(pid) && pid > 0 && pid !== process.pid && lockHolderAlive(pid, startedAt)) {
-          throw new ShipError(`process ${pid} is shipping days of this instance (${file})`);
-        }
-        await unlink(file).catch(() => {});
-      }
-    }
+    const claim = await claimLock(file);
+    if (!claim.held)
+      throw new ShipError(`process ${claim.holder} is shipping days of this instance (${file})`);
+    return claim.release;
   }
 
   stats(): ShipperStats {

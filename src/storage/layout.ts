@@ -93,6 +93,10 @@ export class InstanceLayout {
   get pidFile(): string {
     return join(this.root, 'otelake.pid');
   }
+  /** Held by the one Logger that writes the instance (storage/process-lock.ts). */
+  get instanceLock(): string {
+    return join(this.root, 'instance.lock');
+  }
   /** Where the server holding the pidfile listens (JSON), for `otelake status` and `stop`. */
   get addressFile(): string {
     return join(this.root, 'otelake.address.json');

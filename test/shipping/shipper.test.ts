@@ -11,8 +11,9 @@ import { closeDeltaWorkers } from '../../src/delta/table.ts';
 import { type LoggerInit, type Row, ShipError, TABLE_NAMES } from '../../src/index.ts';
 import { closeReadWorkers } from '../../src/read/query.ts';
 import { buildServer } from '../../src/server/app.ts';
-import { processStartTime, shipperHooks } from '../../src/shipping/shipper.ts';
+import { shipperHooks } from '../../src/shipping/shipper.ts';
 import { ObjectStore } from '../../src/storage/object-store.ts';
+import { processStartTime } from '../../src/storage/process-lock.ts';
 import { resolveS3 } from '../../src/storage/s3-config.ts';
 import { createdBy } from '../delta/footer.ts';
 import {

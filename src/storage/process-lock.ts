@@ -1,0 +1,118 @@
+// Lock files that name the process holding them, by its id and start time: a lock whose process
+// is gone (a crash, kill -9, a reboot that gave its id to another process) is taken over.
+// `instance.lock` keeps an instance to one writer at a time: a server (the CLI's or the library's),
+// `otelake ship`, a program using the library. Two would replay one write-ahead log into the same
+// tables (rows doubled) and delete each other's log segments. `index/shipping.lock` (the shipper)
+// is held while a day ships.
+
+import { readFileSync } from 'node:fs';
+import { mkdir, open, readFile, unlink } from 'node:fs/promises';
+import { dirname } from 'node:path';
+import type { InstanceLayout } from './layout.ts';
+
+function processExists(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** The fields of /proc/<pid>/stat after the command (state first); null without procfs or once it has ended. */
+function statFields(pid: number): string[] | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * When a process started (clock ticks since boot: field 22 of /proc/<pid>/stat), which with its
+ * id tells it from a later process given the same id; null without procfs or once it has ended.
+ */
+export function processStartTime(pid: number): string | null {
+  return statFields(pid)?.[19] ?? null;
+}
+
+/**
+ * Whether the process a lock names (its id, and start time where it was recorded) still runs. A
+ * zombie does not: it has ended, and a container's init may collect it seconds later.
+ */
+function lockHolderAlive(pid: number, startedAt: string | undefined): boolean {
+  if (!processExists(pid)) return false;
+  const fields = statFields(pid);
+  if (fields === null) return true; // no procfs: the signal check decides
+  if (fields[0] === 'Z') return false;
+  return !startedAt || fields[19] === startedAt;
+}
+
+export type Claim = { held: true; release: () => Promise<void> } | { held: false; holder: number };
+
+/**
+ * Creates `file` naming this process, unless another live process holds it (its id is returned).
+ * A lock naming this process is taken over too: the caller knows what it holds itself.
+ */
+export async function claimLock(file: string): Promise<Claim> {
+  await mkdir(dirname(file), { recursive: true });
+  for (let attempt = 0; ; attempt++) {
+    try {
+      const fh = await open(file, 'wx');
+      try {
+        await fh.writeFile(`${process.pid} ${processStartTime(process.pid) ?? ''}\n`);
+      } finally {
+        await fh.close();
+      }
+      return { held: true, release: () => unlink(file).catch(() => {}) };
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST' || attempt >= 3) throw err;
+      const [id, startedAt] = (await readFile(file, 'utf8').catch(() => '')).trim().split(/\s+/);
+      const pid = Number(id);
+      if (Number.isSafeInteger(pid) && pid > 0 && pid !== process.pid && lockHolderAlive(pid, startedAt))
+        return { held: false, holder: pid };
+      await unlink(file).catch(() => {});
+    }
+  }
+}
+
+/** Another process (or a Logger of this one) writes the instance. */
+export class InstanceInUseError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'InstanceInUseError';
+  }
+}
+
+/** The instance locks this process holds (a copied instance folder holds our id but is not ours). */
+const held = new Set<string>();
+
+/**
+ * Takes the instance's `instance.lock` for a Logger; returns its release. Throws
+ * InstanceInUseError while another process, or another Logger of this process, has it.
+ */
+export async function lockInstance(layout: InstanceLayout): Promise<() => Promise<void>> {
+  const file = layout.instanceLock;
+  if (held.has(file))
+    throw new InstanceInUseError(
+      `a Logger of this process already runs instance ${layout.root}; stop it first`,
+    );
+  held.add(file);
+  try {
+    const claim = await claimLock(file);
+    if (!claim.held) {
+      throw new InstanceInUseError(
+        `instance ${layout.root} is in use by process ${claim.holder} (a server, \`otelake ship\` or a ` +
+          'program using the library): one process at a time writes an instance; stop that one first',
+      );
+    }
+    return async () => {
+      await claim.release();
+      held.delete(file);
+    };
+  } catch (err) {
+    held.delete(file);
+    throw err;
+  }
+}
