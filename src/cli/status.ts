@@ -4,6 +4,7 @@
 
 import { TABLE_NAMES } from '../schema/tables.ts';
 import { InstanceLayout } from '../storage/layout.ts';
+import { describeMissingS3, S3_ENV_ALIASES } from '../storage/s3-config.ts';
 import { CliError } from './errors.ts';
 import type { StatusFlags } from './flags.ts';
 import { baseUrl, getJson, reachableHost } from './http.ts';
@@ -65,8 +66,11 @@ function shipperRows(s: Json, now: number): [string, string][] {
   rows.push(['state', state]);
   rows.push(['enabled', s.enabled === false ? 'no (ship with otelake ship)' : 'yes']);
   if (s.configured === false) {
-    const missing =
-      Array.isArray(s.missing) && s.missing.length > 0 ? `: missing ${s.missing.join(', ')}` : '';
+    // Named with their environment variables, as `ship` names them.
+    const known = Array.isArray(s.missing)
+      ? s.missing.filter((m: unknown) => Object.hasOwn(S3_ENV_ALIASES, String(m)))
+      : [];
+    const missing = known.length > 0 ? `: missing ${describeMissingS3(known)}` : '';
     rows.push(['configured', `no${missing}`]);
   }
   if (s.days_pending !== undefined) rows.push(['days pending', num(s.days_pending)]);
