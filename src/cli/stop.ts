@@ -2,6 +2,7 @@
 // the server to flush and exit. `--force` escalates to SIGKILL when the graceful stop takes too
 // long (SIGTERM again where SIGKILL does not exist). A pidfile whose process is gone is removed.
 
+import { open } from 'node:fs/promises';
 import { constants } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { InstanceLayout } from '../storage/layout.ts';
@@ -68,7 +69,8 @@ export async function stopCommand(flags: StopFlags): Promise<void> {
   signal(pid, 'SIGTERM');
   if (await waitForExit(pid, grace)) {
     await forget(layout, pid); // normally the server removed its files already
-    process.stdout.write('stopped\n');
+    // The server's own last word when its flush left rows (writes failing): how many, and where.
+    process.stdout.write(`${(await leftRows(layout.serverLog)) ?? 'stopped'}\n`);
     return;
   }
   if (!flags.force) {
@@ -83,5 +85,34 @@ export async function stopCommand(flags: StopFlags): Promise<void> {
     throw new CliError(`the server (pid ${pid}) is still running after ${kill}`);
   }
   await forget(layout, pid);
-  process.stdout.write('killed; rows still in its memory were not written\n');
+  process.stdout.write(
+    'killed; the rows it had accepted and not written are replayed from its write-ahead log at the ' +
+      'next start (lost with durability "memory")\n',
+  );
+}
+
+/** The background server's last line when it stopped leaving rows unwritten ("stopped; N accepted rows ..."), else null. */
+export async function leftRows(serverLog: string): Promise<string | null> {
+  let tail: string;
+  try {
+    const fh = await open(serverLog, 'r');
+    try {
+      const { size } = await fh.stat();
+      const length = Math.min(size, 16_384);
+      const buf = Buffer.alloc(length);
+      await fh.read(buf, 0, length, size - length);
+      tail = buf.toString('utf8');
+    } finally {
+      await fh.close();
+    }
+  } catch {
+    return null;
+  }
+  const last = tail.trimEnd().split('\n').at(-1) ?? '';
+  try {
+    const msg = (JSON.parse(last) as { msg?: unknown }).msg;
+    return typeof msg === 'string' && msg.startsWith('stopped; ') ? msg : null;
+  } catch {
+    return null;
+  }
 }

@@ -17,6 +17,7 @@ import { baseUrl, reachableHost } from '../../src/cli/http.ts';
 import { claimPidFile, processAlive, readPid, removePidFile } from '../../src/cli/pidfile.ts';
 import { fitColumns, grid, oneLine, truncate } from '../../src/cli/render.ts';
 import { duration, renderHealth } from '../../src/cli/status.ts';
+import { leftRows } from '../../src/cli/stop.ts';
 import { cellText, DEFAULT_COLUMNS, renderRows } from '../../src/cli/view.ts';
 import { SCHEMAS, TABLE_NAMES } from '../../src/schema/tables.ts';
 import { killQuietly, tempDir } from './helpers.ts';
@@ -321,6 +322,40 @@ describe('rendering', () => {
     assert.match(text, /pid\s+│ 4242 /);
     assert.match(text, /uptime\s+│ 2 min 5 s /);
     assert.match(text, /memory \(rss\)\s+│ 3\.0 MiB /);
+  });
+
+  test('health: missing S3 settings are named with their environment variables', () => {
+    const text = renderHealth(
+      {
+        status: 'ok',
+        shipper: { state: 'not_configured', configured: false, missing: ['bucket', 'region'] },
+      },
+      'http://127.0.0.1:4318',
+      Date.now(),
+      200,
+    );
+    assert.match(
+      text,
+      /configured\s+│ no: missing bucket \(S3_BUCKET\), region \(CLOUD_REGION or S3_REGION\)/,
+    );
+  });
+
+  test("stop: the server's last line when its flush left rows unwritten, else nothing", async () => {
+    const dir = await tempDir('stop-line');
+    try {
+      const log = join(dir.path, 'server.log');
+      const line = (msg: string) => `${JSON.stringify({ level: 40, time: 1, msg })}\n`;
+      await writeFile(
+        log,
+        line('SIGTERM: stopping') + line('stopped; 412 accepted rows are not written yet: ...'),
+      );
+      assert.equal(await leftRows(log), 'stopped; 412 accepted rows are not written yet: ...');
+      await writeFile(log, line('stopped; 3 accepted rows ...') + line('stopped cleanly'));
+      assert.equal(await leftRows(log), null, 'only the last line counts');
+      assert.equal(await leftRows(join(dir.path, 'none.log')), null);
+    } finally {
+      await dir.remove();
+    }
   });
 
   test('durations read naturally', () => {
