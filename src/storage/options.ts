@@ -405,6 +405,13 @@ export async function resolveOptions(
   given: PartialOptions | undefined,
 ): Promise<LoggerOptions> {
   const saved = await loadSavedOptions(file);
-  const fromSaved = mergeOptions(defaultOptions(), saved);
+  let fromSaved: LoggerOptions;
+  try {
+    fromSaved = mergeOptions(defaultOptions(), saved);
+  } catch (err) {
+    // Which file to mend: the saved options, not the ones a program gave.
+    if (err instanceof TypeError) throw new TypeError(`${file}: ${err.message}`);
+    throw err;
+  }
   return mergeOptions(fromSaved, given);
 }

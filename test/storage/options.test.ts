@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtemp, readdir, readFile, rm, stat } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
@@ -67,6 +67,14 @@ describe('options', () => {
       const merged = await resolveOptions(file, { producer_config: { max_queue_size: 10 } });
       assert.equal(merged.aggregator_config.max_batch_rows, 5000);
       assert.equal(merged.producer_config.max_queue_size, 10);
+      // A mistyped key in the saved file is named with the file to mend.
+      const typo = join(dir, 'typo.json');
+      await writeFile(typo, JSON.stringify({ server_config: { prot: 1 } }));
+      await assert.rejects(resolveOptions(typo, undefined), (err: unknown) => {
+        assert.ok(err instanceof TypeError);
+        assert.equal(err.message, `${typo}: unknown option "server_config.prot"`);
+        return true;
+      });
       // The same options again: the file is left as it is (a start on a full disk must not fail).
       const before = await stat(file);
       await saveOptions(file, reloaded);
