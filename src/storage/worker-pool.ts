@@ -10,6 +10,7 @@
 import { type ChildProcess, fork } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import module from 'node:module';
+import type { Socket } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
@@ -380,7 +381,8 @@ export class WorkerPool {
       ...compileCacheEnv(),
     });
     let startOutput = '';
-    child.stderr!.on('data', (chunk: Buffer) => {
+    const stderr = child.stderr as Socket;
+    stderr.on('data', (chunk: Buffer) => {
       process.stderr.write(chunk);
       if (!slot.ready && startOutput.length < 16_384) startOutput += chunk.toString();
     });
@@ -410,8 +412,8 @@ export class WorkerPool {
           const why = lastErrorLine(startOutput) ?? 'see its output above';
           this.failStart(new WorkerProcessEnded(this.opts.name, code, signal, why));
         };
-        if (child.stderr!.closed) failed();
-        else child.stderr!.once('close', failed);
+        if (stderr.closed) failed();
+        else stderr.once('close', failed);
       } else {
         this.remove(slot);
         this.dispatch();
@@ -423,10 +425,12 @@ export class WorkerPool {
       ref: () => {
         child.ref();
         child.channel?.ref();
+        stderr.ref();
       },
       unref: () => {
         child.unref();
         child.channel?.unref();
+        stderr.unref(); // the pipe would keep this process alive as much as the child
       },
       terminate: () =>
         new Promise<void>((resolve) => {

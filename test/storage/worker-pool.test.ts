@@ -253,6 +253,16 @@ describe('WorkerPool', () => {
       assert.throws(() => process.kill(who.pid, 0), 'close stops the process');
     });
 
+    it('an idle child process, never closed, does not keep this process alive', () => {
+      const fixture = new URL('./fixtures/exit-idle.ts', import.meta.url).pathname;
+      const out = spawnSync(process.execPath, [...process.execArgv, fixture], {
+        encoding: 'utf8',
+        timeout: 20_000, // the child stays idle for good (idleMs 0): only a hang reaches this
+      });
+      assert.equal(out.status, 0, `${out.signal ?? ''} ${out.stderr}`);
+      assert.equal(out.stdout.trim(), 'answered');
+    });
+
     it('a process that cannot start fails the tasks waiting for it with the error it printed', async () => {
       process.env.OTELAKE_TEST_FAIL_LOAD = "Cannot find module 'a-native-package'";
       const pool = new WorkerPool(url, processes);
