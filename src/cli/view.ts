@@ -159,7 +159,13 @@ export async function viewCommand(flags: ViewFlags): Promise<void> {
     // Check the columns before a picker is shown (against every table they could belong to).
     const known = new Set(TABLE_NAMES.flatMap((t) => SCHEMAS[t].columns.map((c) => c.name)));
     const unknown = flags.select.filter((c) => !known.has(c));
-    if (unknown.length > 0) throw new UsageError(`unknown column ${unknown.join(', ')} in --select`);
+    if (unknown.length > 0) {
+      const table = flags.table;
+      const listed = table
+        ? `the ${table} table's columns: ${SCHEMAS[table].columns.map((c) => c.name).join(', ')}`
+        : "no table has it; docs/data-model.md lists each table's columns";
+      throw new UsageError(`unknown column ${unknown.join(', ')} in --select (${listed})`);
+    }
   }
   const table = flags.table ?? (await pickTable());
   const columns = flags.select ?? DEFAULT_COLUMNS[table];

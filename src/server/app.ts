@@ -11,6 +11,7 @@ import { ProjectRates } from './fairness.ts';
 import { registerIngestRoutes } from './ingest.ts';
 import { ServerLimits } from './limits.ts';
 import { LoopDelay } from './loop-delay.ts';
+import { READ_ROUTES } from './openapi.ts';
 import { registerReadRoutes } from './read-api.ts';
 import { logRefusals, noteRefusal } from './refusals.ts';
 
@@ -71,6 +72,19 @@ export async function buildServer(logger: Logger, opts: BuildServerOptions = {})
     return reply
       .code(status)
       .send({ error: status >= 500 ? 'Internal Server Error' : 'Bad Request', message: err.message });
+  });
+
+  // A path no route takes: under /api/ most likely a table's name for its path (the metric tables
+  // are /api/metrics/points and /hist), so the read endpoints are listed.
+  app.setNotFoundHandler((request, reply) => {
+    const path = request.url.split('?')[0]!;
+    const reads = path.startsWith('/api/')
+      ? `; the read endpoints: ${READ_ROUTES.map((r) => r.path).join(', ')}, and /api/openapi.json`
+      : '';
+    noteRefusal(reply, 'no such route');
+    return reply
+      .code(404)
+      .send({ error: 'Not Found', message: `no route for ${request.method} ${path}${reads}` });
   });
 
   // The event loop's delay for /healthz, sampled while requests come (loop-delay.ts).

@@ -174,6 +174,12 @@ describe('otelake init, start, export, status, view, stop', () => {
     const badColumn = await run(['view', '-t', 'spans', '-s', 'body']);
     assert.equal(badColumn.code, 2);
     assert.match(badColumn.stderr, /unknown column.*body.*spans/);
+    const noSuchColumn = await run(['view', '-t', 'logs', '-s', 'nope']);
+    assert.equal(noSuchColumn.code, 2);
+    assert.match(
+      noSuchColumn.stderr,
+      /unknown column nope in --select \(the logs table's columns: project_id, .*body/,
+    );
   });
 
   test('after kill -9 the stale pidfile is replaced by the next start', async () => {

@@ -162,6 +162,26 @@ describe('read limits', () => {
   });
 });
 
+describe('paths no route takes', () => {
+  test("404 says so; under /api/ it lists the read endpoints (a table's name is not its path)", async () => {
+    const s = await startServer();
+    try {
+      const table = await getJson(`${s.url}/api/metrics_points?limit=1`);
+      assert.equal(table.status, 404);
+      assert.equal(table.body.error, 'Not Found');
+      assert.match(
+        table.body.message,
+        /^no route for GET \/api\/metrics_points; the read endpoints: \/api\/spans, .*\/api\/metrics\/points, \/api\/metrics\/hist/,
+      );
+      const other = await getJson(`${s.url}/nope`);
+      assert.equal(other.status, 404);
+      assert.equal(other.body.message, 'no route for GET /nope');
+    } finally {
+      await s.close();
+    }
+  });
+});
+
 describe('event-time reads over HTTP', () => {
   test('since/until select by event_ts, whatever day the rows arrived in', async () => {
     const s = await startServer();
