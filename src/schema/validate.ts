@@ -179,6 +179,8 @@ export class RowNormalizer {
   private readonly serviceIdx: number;
   private readonly eventIdx: number;
   private readonly projectIdx: number;
+  /** The last project id found valid: a program's rows mostly share one, so the rule runs once. */
+  private validProject: unknown = null;
   private readonly sourceIdx: number;
   private readonly observedIdx: number;
   private readonly startIdx: number;
@@ -241,7 +243,11 @@ export class RowNormalizer {
     const reason = this.complete(out, 0);
     if (reason !== null) return reason;
     // One rule for project ids wherever they come from: a row the library is given too.
-    if (!isValidProjectId(out[this.projectIdx])) return 'invalid_value:project_id';
+    const project = out[this.projectIdx];
+    if (project !== this.validProject) {
+      if (!isValidProjectId(project)) return 'invalid_value:project_id';
+      this.validProject = project;
+    }
     return out;
   }
 
