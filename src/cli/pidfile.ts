@@ -5,40 +5,27 @@ import { readFileSync, unlinkSync } from 'node:fs';
 import { mkdir, open, unlink } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { readTextIfExists } from '../storage/files.ts';
+import { processExists, processState } from '../storage/process-lock.ts';
 
 /** Whether a process with this id exists (and, on Linux, is an otelake process). */
 export function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-  } catch (err) {
-    // EPERM: it exists but belongs to someone else.
-    if ((err as NodeJS.ErrnoException).code !== 'EPERM') return false;
-  }
-  return looksLikeOtelake(pid);
+  return processExists(pid) && looksLikeOtelake(pid);
 }
 
 // After a crash and a reboot the id may belong to an unrelated process: where the command line is
 // readable, require it to be ours so that neither start refuses nor stop signals a stranger.
 function looksLikeOtelake(pid: number): boolean {
+  // A zombie has exited; only its parent has yet to collect its status, which a container's init
+  // may do more than a second later (a detached server's parent is init).
+  if (processState(pid) === 'Z') return false;
   let cmdline: string;
   try {
-    if (isZombie(pid)) return false;
     cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
   } catch {
     return true; // no procfs (macOS, Windows) or the process just exited: trust the signal check
   }
   if (cmdline === '') return true; // a kernel thread: let the signal check decide
   return /otelake|[\\/]cli[\\/]main\.[jt]s/.test(cmdline);
-}
-
-/**
- * Whether the process has exited and only its parent has yet to collect its status, which a
- * container's init may do more than a second later (a detached server's parent is init). Throws
- * where there is no procfs.
- */
-export function isZombie(pid: number): boolean {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  return stat[stat.lastIndexOf(')') + 2] === 'Z';
 }
 
 /** The process id in a pidfile, or undefined when there is no pidfile. */

@@ -10,7 +10,8 @@ import { mkdir, open, readFile, unlink } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import type { InstanceLayout } from './layout.ts';
 
-function processExists(pid: number): boolean {
+/** Whether a process with this id exists (EPERM: it does, and belongs to someone else). */
+export function processExists(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;
@@ -27,6 +28,11 @@ function statFields(pid: number): string[] | null {
   } catch {
     return null;
   }
+}
+
+/** A process's state letter from /proc (`Z`: a zombie, ended but not yet collected); null without procfs or once it has ended. */
+export function processState(pid: number): string | null {
+  return statFields(pid)?.[0] ?? null;
 }
 
 /**

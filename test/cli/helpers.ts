@@ -6,7 +6,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { isZombie } from '../../src/cli/pidfile.ts';
+import { processExists, processState } from '../../src/storage/process-lock.ts';
 
 export const LAUNCHER = fileURLToPath(new URL('../../bin/otelake.js', import.meta.url));
 
@@ -70,16 +70,7 @@ export async function tempDir(prefix: string): Promise<{ path: string; remove: (
 
 /** Whether the process runs: an exited one that its parent has yet to collect (a zombie) does not. */
 export function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-  } catch {
-    return false;
-  }
-  try {
-    return !isZombie(pid);
-  } catch {
-    return true; // no procfs: the signal check is all there is
-  }
+  return processExists(pid) && processState(pid) !== 'Z';
 }
 
 export async function waitFor(
