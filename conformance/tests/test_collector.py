@@ -84,8 +84,11 @@ def build_tools() -> tuple[Path, Path]:
         builder = subprocess.Popen(["go", "install", BUILDER], env=env, cwd=work, stdout=b_log, stderr=b_log)
         check_run(builder, f"go install {BUILDER}", work / "builder.log")
         (work / "builder-config.yaml").write_text(config)
+        # The Builder makes an empty temporary folder before it reads output_path and never removes
+        # it: TMPDIR puts it in `work`, removed below, instead of one more in /tmp per build.
+        (work / "tmp").mkdir()
         build = subprocess.Popen([str(work / "bin" / "builder"), "--config", "builder-config.yaml"],
-                                 cwd=work, stdout=b_log, stderr=b_log)
+                                 cwd=work, env={**env, "TMPDIR": str(work / "tmp")}, stdout=b_log, stderr=b_log)
         check_run(build, "the Collector Builder", work / "builder.log")
         check_run(tg, f"go install {TELEMETRYGEN}", work / "telemetrygen.log")
     built = work / "result"
