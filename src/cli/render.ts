@@ -2,6 +2,7 @@
 // the terminal, truncating long cells, or switching to one panel per row when columns cannot fit.
 
 import Table from 'cli-table3';
+import stringWidth from 'string-width';
 
 // No colours (output is often piped) and no rule between rows: denser, still aligned.
 const PLAIN = { head: [] as string[], border: [] as string[], compact: true };
@@ -27,13 +28,25 @@ export function oneLine(text: string): string {
   });
 }
 
+/**
+ * The text cut to `width` terminal columns, an ellipsis in the last. Widths as cli-table3 measures
+ * them (string-width): CJK and emoji take two columns, combining marks none.
+ */
 export function truncate(text: string, width: number): string {
-  const chars = [...text];
-  if (chars.length <= width) return text;
-  return width <= 1 ? ELLIPSIS.slice(0, width) : chars.slice(0, width - 1).join('') + ELLIPSIS;
+  if (stringWidth(text) <= width) return text;
+  if (width <= 1) return ELLIPSIS.slice(0, width);
+  let kept = '';
+  let used = 0;
+  for (const ch of text) {
+    const w = stringWidth(ch);
+    if (used + w > width - 1) break;
+    kept += ch;
+    used += w;
+  }
+  return kept + ELLIPSIS;
 }
 
-const length = (s: string) => [...s].length;
+const length = (s: string) => stringWidth(s);
 
 /** A titled two-column panel of labels and values. */
 export function panel(

@@ -4,6 +4,7 @@ import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { InvalidArgumentError } from 'commander';
+import stringWidth from 'string-width';
 import {
   collectColumns,
   parseDay,
@@ -157,6 +158,22 @@ describe('rendering', () => {
     assert.equal(oneLine('a\nb\tc\u001b'), 'a\\nb\\tc\\x1b');
     assert.equal(truncate('abcdef', 4), 'abc…');
     assert.equal(truncate('abc', 4), 'abc');
+    // Widths are terminal columns: CJK and emoji take two.
+    assert.equal(truncate('日本語', 6), '日本語');
+    assert.equal(truncate('日本語x', 6), '日本…');
+    assert.equal(truncate('a🎉b', 4), 'a🎉b');
+  });
+
+  test('a grid sizes columns by terminal width: wide characters are not cut when they fit', () => {
+    const body = 'zoë unicode 日本語 🎉 declined';
+    const text = grid(['body', 'project_id'], [[body, 'alpha']], 120)!;
+    assert.match(text, /zoë unicode 日本語 🎉 declined/);
+    for (const width of [30, 40]) {
+      const cut = grid(['body', 'project_id'], [[body.repeat(3), 'alpha']], width)!;
+      for (const line of cut.split('\n'))
+        assert.ok(stringWidth(line) <= width, `${stringWidth(line)} > ${width}: ${line}`);
+      assert.match(cut, /…/);
+    }
   });
 
   test('columns that fit keep their width; the widest are cut to a common cap; too many give null', () => {
