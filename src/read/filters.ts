@@ -1,6 +1,7 @@
 // The read query model shared by the library, the HTTP /api endpoints and the CLI viewer: its
 // parameters, their validation, and the normalized form (plain data) the scan is built from.
 
+import { isValidProjectId, PROJECT_ID_RULE } from '../schema/project.ts';
 import { isTableName, SCHEMAS, TABLE_NAMES, type TableName } from '../schema/tables.ts';
 import { validateDay } from '../storage/layout.ts';
 import { nowUs, parseTimeBound } from './window.ts';
@@ -141,6 +142,9 @@ function present(v: unknown): boolean {
 
 function checkString(param: string, v: unknown): string {
   if (typeof v !== 'string') fail(`invalid ${param} ${show(v)}: expected a string`);
+  // As over HTTP: an empty bodyLike would match every body, an empty name no row (a missing
+  // service name is stored as the default one).
+  if (v.length === 0) fail(`invalid ${param} "": expected a non-empty string`);
   return v;
 }
 
@@ -195,7 +199,11 @@ export function normalizeQuery(table: TableName, q: ReadQuery = {}, now = nowUs(
       value = v as string;
     } else if (param === 'traceId') value = checkHexId(param, v, 32);
     else if (param === 'spanId') value = checkHexId(param, v, 16);
-    else value = checkString(param, v);
+    else if (param === 'projectId') {
+      // The rule ingest holds project ids to, as over HTTP: another id names no stored row.
+      value = checkString(param, v);
+      if (!isValidProjectId(value)) fail(`invalid projectId ${show(value)}: use ${PROJECT_ID_RULE}`);
+    } else value = checkString(param, v);
     filters.push({ column, op, value });
   }
 

@@ -147,6 +147,20 @@ describe('validateQuery', () => {
     rejects('metrics_hist', { metricType: 1 }, /invalid metricType 1/);
   });
 
+  test('empty strings and project ids outside the rule are refused, as over HTTP', () => {
+    rejects('logs', { bodyLike: '' }, /invalid bodyLike "": expected a non-empty string/);
+    rejects('logs', { serviceName: '' }, /invalid serviceName "": expected a non-empty string/);
+    rejects('spans', { name: '' }, /invalid name ""/);
+    rejects('metrics_points', { metricName: '' }, /invalid metricName ""/);
+    rejects('logs', { projectId: '' }, /invalid projectId ""/);
+    for (const id of ['..x', '../../etc', '-lead', 'a b', 'x'.repeat(129)]) {
+      rejects('logs', { projectId: id }, /invalid projectId .*: use 1-128 letters, digits/);
+    }
+    assert.deepEqual(normalizeQuery('logs', { projectId: 'Team-a.b_1' }).filters, [
+      { column: 'project_id', op: 'eq', value: 'Team-a.b_1' },
+    ]);
+  });
+
   test('unknown parameters, tables and query shapes', () => {
     rejects(
       'logs',
