@@ -753,6 +753,39 @@ describe('backpressure', () => {
     }
   });
 
+  test('drop_oldest that cannot make room names its own policy in the refusal', async () => {
+    const s = await startServer({ producer_config: { max_queue_size: 20, drop_policy: 'drop_oldest' } });
+    try {
+      // Library rows given just before the request's rows are queued reserve the whole queue while
+      // their log write is pending (room drop_oldest cannot evict): the request's rows are refused.
+      const ingestRequest = s.logger.ingestRequest.bind(s.logger);
+      let library: Promise<unknown> = Promise.resolve();
+      s.logger.ingestRequest = (tables, opts) => {
+        const row = (i: number) => ({
+          project_id: 'lib',
+          service_name: 'x',
+          time_unix_nano: 1n,
+          body: `lib-${i}`,
+        });
+        library = s.logger.ingestRows(
+          'logs',
+          Array.from({ length: 20 }, (_, i) => row(i)),
+        );
+        return ingestRequest(tables, opts);
+      };
+      const res = await post(`${s.url}/v1/logs`, logsRequest('do', late));
+      assert.equal(res.status, 200);
+      const out = JSON.parse(res.text);
+      assert.equal(out.partialSuccess.rejectedLogRecords, 10);
+      assert.match(out.partialSuccess.errorMessage, /10 log records rejected: queue_full \(drop_oldest\)/);
+      assert.equal(((await library) as { accepted: number }).accepted, 20);
+      const health = await getJson(`${s.url}/healthz`);
+      assert.equal(health.body.producer.dropped.drop_oldest, 10);
+    } finally {
+      await s.close();
+    }
+  });
+
   test('bodies beyond max_body_bytes_in_flight get 503 with Retry-After at once; the others are stored whole', async () => {
     // A budget of one byte: while a request is in flight (read, decoded, queued), any other is refused.
     const s = await startServer({ server_config: { decode_workers: 1, max_body_bytes_in_flight: 1 } });
