@@ -377,7 +377,18 @@ export class Logger {
         }),
       ),
     );
-    if (opts.durability === 'wal') {
+    // Segments left by a run with "wal" (a crash, or a stop that gave up) hold acknowledged rows:
+    // with "memory" this run keeps the log as "wal" would, so that they are written; the next
+    // start, the log emptied, runs as asked.
+    const leftInLog = opts.durability === 'memory' && (await WriteAheadLog.holdsSegments(this.layout.walDir));
+    if (leftInLog) {
+      this.logSink(
+        'warn',
+        `the write-ahead log holds rows of a run with durability "wal": they are written first, and this run logs ` +
+          'its rows too (as with "wal"); the next start runs with "memory"',
+      );
+    }
+    if (opts.durability === 'wal' || leftInLog) {
       const { wal, damaged } = await WriteAheadLog.open(
         this.layout.walDir,
         walOptionsFromEnv((message) => this.logSink('warn', message)),
@@ -991,7 +1002,8 @@ export class Logger {
     if (!this.producer || !this.aggregator)
       throw new Error('the logger is not ready yet: await logger.ready');
     return {
-      durability: this.options.durability,
+      // What this run does: "wal" with "memory" asked while rows of an earlier run are in the log.
+      durability: this.wal ? 'wal' : 'memory',
       producer: this.producer.stats(),
       aggregator: this.aggregator.stats(),
       wal: this.wal?.stats() ?? null,

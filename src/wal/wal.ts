@@ -352,6 +352,15 @@ export class WriteAheadLog {
    * by `replay()`; new records go to a new segment. A segment with an unreadable header is moved
    * to `damaged/` (reported in `damaged`), never replayed.
    */
+  /** Whether `dir` holds segments (rows an earlier process logged, committed or not); spares aside. */
+  static async holdsSegments(dir: string): Promise<boolean> {
+    const names = await readdir(dir).catch((err: NodeJS.ErrnoException) => {
+      if (err.code === 'ENOENT') return [] as string[];
+      throw err;
+    });
+    return names.some((n) => SEGMENT_NAME.test(n));
+  }
+
   static async open(dir: string, opts: WalOptions = {}): Promise<{ wal: WriteAheadLog; damaged: string[] }> {
     await mkdir(dir, { recursive: true });
     const names = await readdir(dir);

@@ -316,4 +316,46 @@ describe('durability "memory"', () => {
     await restarted.stop();
     assert.deepEqual(await storedTimes(restarted), [], 'the crash lost the queued rows');
   });
+
+  it('a start with "memory" writes the rows a crashed run with "wal" left in the log; the next runs without it', async () => {
+    const logger = await openLogger('to-mem', HOLD);
+    await Promise.all(range(50).map((i) => logger.ingestLog(logRow(i))));
+    await cp(join(dir, 'to-mem'), join(dir, 'to-mem-crashed'), { recursive: true });
+    await logger.stop({ flush: 'none' });
+    const open = (lines: string[]) =>
+      Logger.open({
+        instanceDir: dir,
+        instanceId: 'to-mem-crashed',
+        handleSignals: false,
+        options: { ...HOLD, durability: 'memory' },
+        log: (level, message) => lines.push(`${level}: ${message}`),
+      });
+    const lines: string[] = [];
+    const mem = await open(lines);
+    assert.ok(
+      lines.some((l) => l.startsWith('warn: the write-ahead log holds rows of a run with durability "wal"')),
+      lines.join('\n'),
+    );
+    // This run logs its own rows too, as "wal" would: a crash now loses neither.
+    assert.equal(mem.stats().durability, 'wal');
+    assert.deepEqual(await mem.ingestLog(logRow(50)), [true, null]);
+    await mem.stop();
+    assert.deepEqual(await storedTimes(mem), range(51), 'every row of the crashed run written once');
+    const segments = await readdir(join(dir, 'to-mem-crashed', 'wal'));
+    assert.deepEqual(
+      segments.filter((n) => n.endsWith('.wal')),
+      [],
+      'the log emptied',
+    );
+    const quiet: string[] = [];
+    const next = await open(quiet);
+    assert.equal(next.stats().durability, 'memory');
+    assert.equal(next.stats().wal, null);
+    assert.deepEqual(
+      quiet.filter((l) => l.includes('write-ahead log')),
+      [],
+    );
+    await next.stop();
+    assert.deepEqual(await storedTimes(next), range(51));
+  });
 });
