@@ -5,6 +5,7 @@ import { InvalidArgumentError } from 'commander';
 import { nowUs, parseTimeBound, TIME_BOUND_FORMATS } from '../read/window.ts';
 import { isValidProjectId, PROJECT_ID_RULE } from '../schema/project.ts';
 import { validateDay, validateDir, validateInstanceId } from '../storage/layout.ts';
+import { isValidHost, MAX_WAIT_S } from '../storage/options.ts';
 import { type TokenScope, validateScopes, validateTokenName } from '../storage/tokens.ts';
 
 export function parsePort(value: string): number {
@@ -25,8 +26,8 @@ export function parsePositiveInt(value: string): number {
 
 export function parseSeconds(value: string): number {
   const n = Number(value);
-  if (value.trim() === '' || !Number.isFinite(n) || n <= 0) {
-    throw new InvalidArgumentError('Expected a number of seconds greater than 0.');
+  if (value.trim() === '' || !Number.isFinite(n) || n <= 0 || n > MAX_WAIT_S) {
+    throw new InvalidArgumentError(`Expected a number of seconds greater than 0, at most ${MAX_WAIT_S}.`);
   }
   return n;
 }
@@ -91,8 +92,7 @@ export function parseTokenName(value: string): string {
 
 export function parseHost(value: string): string {
   const host = value.trim();
-  if (host === '' || /[\s/]/.test(host))
-    throw new InvalidArgumentError('Expected a host name or IP address.');
+  if (!isValidHost(host)) throw new InvalidArgumentError('Expected a host name or IP address (no port).');
   return host;
 }
 

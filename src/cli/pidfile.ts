@@ -25,8 +25,12 @@ function looksLikeOtelake(pid: number): boolean {
     return true; // no procfs (macOS, Windows) or the process just exited: trust the signal check
   }
   if (cmdline === '') return true; // a kernel thread: let the signal check decide
-  return /otelake|[\\/]cli[\\/]main\.[jt]s/.test(cmdline);
+  // One argument must be otelake's program: its launcher or command (bin/otelake.js, an installed
+  // `otelake`) or the CLI's entry; a name merely containing "otelake" (otelake-notes) is not.
+  return cmdline.split('\0').some((arg) => OTELAKE_PROGRAM.test(arg));
 }
+
+const OTELAKE_PROGRAM = /(?:^|[\\/])otelake(?:\.[cm]?js)?$|[\\/]cli[\\/]main\.[jt]s$/;
 
 /** The process id in a pidfile, or undefined when there is no pidfile. */
 export async function readPid(file: string): Promise<number | undefined> {

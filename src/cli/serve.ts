@@ -5,6 +5,7 @@
 
 import { resolve } from 'node:path';
 import type { InstanceLayout } from '../storage/layout.ts';
+import { OptionsFileError } from '../storage/options.ts';
 import { InstanceInUseError } from '../storage/process-lock.ts';
 import { bindError } from './bind.ts';
 import { CliError } from './errors.ts';
@@ -54,7 +55,8 @@ export async function serveUntilStopped(
     if (bind) throw bind;
     // Invalid saved options and the like, or a program using the library writing the instance:
     // the message says what to fix.
-    if (err instanceof TypeError || err instanceof InstanceInUseError) throw new CliError(err.message);
+    if (err instanceof TypeError || err instanceof OptionsFileError || err instanceof InstanceInUseError)
+      throw new CliError(err.message);
     throw err;
   }
 

@@ -5,7 +5,7 @@
 import { rename, unlink, writeFile } from 'node:fs/promises';
 import { readTextIfExists } from '../storage/files.ts';
 import type { InstanceLayout } from '../storage/layout.ts';
-import { defaultOptions, resolveOptions, type ServerConfig } from '../storage/options.ts';
+import { resolveOptions, type ServerConfig } from '../storage/options.ts';
 import { CliError } from './errors.ts';
 import { processAlive } from './pidfile.ts';
 
@@ -51,15 +51,12 @@ export async function removeServerAddress(file: string, pid: number): Promise<vo
 
 /**
  * The instance's server_config: saved options over the defaults, validated (no options.json: the
- * defaults). Invalid saved options are a CliError; an unusable --dir is left to the command's own
- * use of it.
+ * defaults). Saved options that are invalid or cannot be read are a CliError naming the file.
  */
 export async function savedServerConfig(layout: InstanceLayout): Promise<ServerConfig> {
   try {
     return (await resolveOptions(layout.optionsFile, undefined)).server_config;
   } catch (err) {
-    if (!(err as NodeJS.ErrnoException).code)
-      throw new CliError(err instanceof Error ? err.message : String(err));
-    return defaultOptions().server_config;
+    throw new CliError(err instanceof Error ? err.message : String(err));
   }
 }

@@ -7,6 +7,7 @@ import { stat } from 'node:fs/promises';
 import { TABLE_NAMES } from '../schema/tables.ts';
 import type { ShipProgress, ShipSummary } from '../shipping/shipper.ts';
 import { InstanceLayout } from '../storage/layout.ts';
+import { OptionsFileError } from '../storage/options.ts';
 import { InstanceInUseError } from '../storage/process-lock.ts';
 import { CliError, UsageError } from './errors.ts';
 import type { ShipFlags } from './flags.ts';
@@ -124,8 +125,9 @@ async function shipDays(flags: ShipFlags): Promise<void> {
     handleSignals: false,
     autoShip: false,
   }).catch((err: unknown) => {
-    // A program using the library writes the instance (it holds no pidfile).
-    if (err instanceof InstanceInUseError) throw new CliError(err.message);
+    // A program using the library writes the instance (it holds no pidfile); options to mend.
+    if (err instanceof InstanceInUseError || err instanceof TypeError || err instanceof OptionsFileError)
+      throw new CliError(err.message);
     throw err;
   });
   const bar = process.stdout.isTTY ? await barReporter() : null;

@@ -2,7 +2,6 @@
 
 import Fastify, { type FastifyInstance, type FastifyServerOptions, LogController } from 'fastify';
 import type { Logger } from '../index.ts';
-import { isValidProjectId, PROJECT_ID_RULE } from '../schema/project.ts';
 import { TokenFile } from '../storage/tokens.ts';
 import { VERSION } from '../version.ts';
 import { registerAccess } from './access.ts';
@@ -28,12 +27,7 @@ export interface BuildServerOptions {
 
 /** A fastify app serving `logger`; call `listen()` on it, and `close()` before stopping the logger. */
 export async function buildServer(logger: Logger, opts: BuildServerOptions = {}): Promise<FastifyInstance> {
-  const server = logger.options.server_config;
-  if (!isValidProjectId(server.default_project_id)) {
-    throw new TypeError(
-      `invalid server_config.default_project_id ${JSON.stringify(server.default_project_id)}: use ${PROJECT_ID_RULE}`,
-    );
-  }
+  const server = logger.options.server_config; // validated with the options (default_project_id too)
   const limits = new ServerLimits(server);
   const app = Fastify({
     ...limits.fastifyOptions(),

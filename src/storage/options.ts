@@ -2,9 +2,11 @@
 // `configs/options.json`. A logger created without options reloads and merges the saved ones.
 
 import { mkdir, open, rename, rm } from 'node:fs/promises';
+import { isIP, isIPv6 } from 'node:net';
 import { totalmem } from 'node:os';
 import { dirname } from 'node:path';
 import type { DeltaOptions } from '../delta/table.ts';
+import { isValidProjectId, PROJECT_ID_RULE } from '../schema/project.ts';
 import { readTextIfExists } from './files.ts';
 
 export type DropPolicy = 'block' | 'drop_newest' | 'drop_oldest';
@@ -224,11 +226,14 @@ const GROUPS = ['producer_config', 'aggregator_config', 'storage_config', 'serve
 /** Overlays `over` onto `base` group by group; unknown keys are an error, not silently kept. */
 export function mergeOptions(base: LoggerOptions, over: PartialOptions | undefined): LoggerOptions {
   const out = structuredClone(base);
-  if (!over) return out;
-  if (typeof over !== 'object' || Array.isArray(over)) throw new TypeError('options must be an object');
+  if (over === undefined) return out;
+  // null, false, 0 or "" (a whole options.json holding one) are not options either.
+  if (typeof over !== 'object' || over === null || Array.isArray(over))
+    throw new TypeError('options must be an object');
   for (const [key, value] of Object.entries(over)) {
     if (value === undefined) continue;
-    if (!(key in out)) throw new TypeError(`unknown option "${key}"`);
+    // Own keys only: `in` would take an object's built-ins (toString, constructor) for options.
+    if (!Object.hasOwn(out, key)) throw new TypeError(`unknown option "${key}"`);
     if ((GROUPS as readonly string[]).includes(key)) {
       if (typeof value !== 'object' || value === null || Array.isArray(value)) {
         throw new TypeError(`option "${key}" must be an object`);
@@ -236,7 +241,7 @@ export function mergeOptions(base: LoggerOptions, over: PartialOptions | undefin
       const group = out[key as (typeof GROUPS)[number]] as unknown as Record<string, unknown>;
       for (const [k, v] of Object.entries(value)) {
         if (v === undefined) continue;
-        if (!(k in group)) throw new TypeError(`unknown option "${key}.${k}"`);
+        if (!Object.hasOwn(group, k)) throw new TypeError(`unknown option "${key}.${k}"`);
         group[k] = v;
       }
     } else {
@@ -252,6 +257,28 @@ function check(cond: boolean, message: string): void {
 }
 
 const isPosInt = (v: unknown): boolean => Number.isSafeInteger(v) && (v as number) > 0;
+
+/**
+ * A finite number within [min, max] (JSON's 1e400 reads as Infinity, which options.json would save
+ * as null, refused at the next start).
+ */
+const isNumberIn = (v: unknown, min: number, max: number): boolean =>
+  typeof v === 'number' && Number.isFinite(v) && v >= min && v <= max;
+
+/** A DNS name's labels (underscores allowed, as some internal names have them), at most 253 characters. */
+const HOST_NAME =
+  /^(?=.{1,253}$)[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?(?:\.[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?)*\.?$/;
+
+/** A host to bind or reach: a DNS name, an IPv4 address, or an IPv6 address (bracketed or not). */
+export function isValidHost(host: unknown): host is string {
+  if (typeof host !== 'string') return false;
+  const bare = host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host;
+  if (bare !== host) return isIPv6(bare);
+  return isIP(host) !== 0 || HOST_NAME.test(host);
+}
+
+/** The longest wait a timer takes (2^31 - 1 ms, ~24.8 days); a longer one would fire at once. */
+export const MAX_WAIT_S = 2_147_483;
 
 export function validateOptions(o: LoggerOptions): void {
   check(DURABILITIES.includes(o.durability), `durability: expected one of ${DURABILITIES.join(', ')}`);
@@ -272,8 +299,8 @@ export function validateOptions(o: LoggerOptions): void {
     'producer_config.default_service_name: expected a non-empty string',
   );
   check(
-    typeof p.block_timeout_s === 'number' && p.block_timeout_s >= 0,
-    'producer_config.block_timeout_s: expected a number >= 0',
+    isNumberIn(p.block_timeout_s, 0, MAX_WAIT_S),
+    `producer_config.block_timeout_s: expected 0 <= seconds <= ${MAX_WAIT_S}`,
   );
   check(
     typeof p.project_queue_share === 'number' && p.project_queue_share > 0 && p.project_queue_share <= 1,
@@ -281,8 +308,8 @@ export function validateOptions(o: LoggerOptions): void {
   );
   const a = o.aggregator_config;
   check(
-    typeof a.max_age_s === 'number' && a.max_age_s > 0,
-    'aggregator_config.max_age_s: expected a number > 0',
+    isNumberIn(a.max_age_s, Number.MIN_VALUE, MAX_WAIT_S),
+    `aggregator_config.max_age_s: expected 0 < seconds <= ${MAX_WAIT_S}`,
   );
   check(isPosInt(a.min_batch_rows), 'aggregator_config.min_batch_rows: expected a positive integer');
   check(isPosInt(a.max_batch_rows), 'aggregator_config.max_batch_rows: expected a positive integer');
@@ -294,15 +321,22 @@ export function validateOptions(o: LoggerOptions): void {
   check(typeof a.strict_df === 'boolean', 'aggregator_config.strict_df: expected a boolean');
   const s = o.storage_config;
   check(isPosInt(s.checkpoint_interval), 'storage_config.checkpoint_interval: expected a positive integer');
-  check(isPosInt(s.compact_min_files), 'storage_config.compact_min_files: expected a positive integer');
+  // A compaction merges files: one alone would be rewritten as itself.
+  check(
+    Number.isSafeInteger(s.compact_min_files) && s.compact_min_files >= 2,
+    'storage_config.compact_min_files: expected an integer >= 2',
+  );
   check(
     isPosInt(s.compact_small_file_rows),
     'storage_config.compact_small_file_rows: expected a positive integer',
   );
   check(isPosInt(s.zstd_level) && s.zstd_level <= 22, 'storage_config.zstd_level: expected an integer 1..22');
   const v = o.server_config;
-  check(typeof v.host === 'string' && v.host.length > 0, 'server_config.host: expected a host name');
-  check(Number.isInteger(v.port) && v.port >= 0 && v.port <= 65535, 'server_config.port: expected 0..65535');
+  check(
+    isValidHost(v.host),
+    `server_config.host ${JSON.stringify(v.host)}: expected a host name or IP address`,
+  );
+  check(Number.isInteger(v.port) && v.port >= 1 && v.port <= 65535, 'server_config.port: expected 1..65535');
   check(isPosInt(v.body_limit_bytes), 'server_config.body_limit_bytes: expected a positive integer');
   check(
     v.memory_limit_bytes === null || isPosInt(v.memory_limit_bytes),
@@ -327,8 +361,8 @@ export function validateOptions(o: LoggerOptions): void {
     'server_config.max_connections: expected null (from the open-file limit) or a positive integer',
   );
   check(
-    typeof v.default_project_id === 'string' && v.default_project_id.length > 0,
-    'server_config.default_project_id: expected a non-empty string',
+    isValidProjectId(v.default_project_id),
+    `server_config.default_project_id ${JSON.stringify(v.default_project_id)}: use ${PROJECT_ID_RULE}`,
   );
   check(
     v.decode_workers === null || (Number.isInteger(v.decode_workers) && v.decode_workers >= 0),
@@ -348,11 +382,9 @@ export function validateOptions(o: LoggerOptions): void {
   );
   check(typeof v.require_auth === 'boolean', 'server_config.require_auth: expected a boolean');
   check(
-    v.project_max_rows_per_s === null ||
-      (typeof v.project_max_rows_per_s === 'number' &&
-        Number.isFinite(v.project_max_rows_per_s) &&
-        v.project_max_rows_per_s > 0),
-    'server_config.project_max_rows_per_s: expected null (no limit) or a number > 0',
+    // Under a row a second, a request's Retry-After would run to hours (1e-300: an invalid header).
+    v.project_max_rows_per_s === null || isNumberIn(v.project_max_rows_per_s, 1, Number.MAX_VALUE),
+    'server_config.project_max_rows_per_s: expected null (no limit) or a number >= 1',
   );
   check(
     isPosInt(v.attribute_count_limit),
@@ -364,13 +396,29 @@ export function validateOptions(o: LoggerOptions): void {
   );
 }
 
+/** options.json cannot be read or is not JSON; the message names the file. */
+export class OptionsFileError extends Error {
+  override name = 'OptionsFileError';
+}
+
 export async function loadSavedOptions(file: string): Promise<PartialOptions | undefined> {
-  const text = await readTextIfExists(file);
+  let text: string | undefined;
+  try {
+    text = await readTextIfExists(file);
+  } catch (err) {
+    // A folder on the way is a file: there is no options file (the command's mkdir says why).
+    if ((err as NodeJS.ErrnoException).code === 'ENOTDIR') return undefined;
+    // A directory or an unreadable file: named, as a broken file is (one line, no stack).
+    throw new OptionsFileError(`cannot read ${file}: ${(err as Error).message}`);
+  }
   if (text === undefined) return undefined;
   try {
     return JSON.parse(text) as PartialOptions;
   } catch (err) {
-    throw new Error(`${file} is not valid JSON: ${(err as Error).message}`);
+    // V8's message quotes the text around the error, newlines and all: kept to one line.
+    throw new OptionsFileError(
+      `${file} is not valid JSON: ${(err as Error).message.replace(/\s*\n\s*/g, ' ')}`,
+    );
   }
 }
 

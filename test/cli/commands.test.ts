@@ -3,7 +3,7 @@
 
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { readFile, stat, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:http';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -163,6 +163,26 @@ describe('otelake (no server)', () => {
     assert.equal(s.code, 1);
     assert.match(s.stderr, /max_queue_size/);
     noStack(s.stderr);
+  });
+
+  test('an options.json that cannot be read is named by every command that reads it, without a stack', async () => {
+    const root = join(dir.path, 'unreadable', 'default');
+    await otelake(['init', '-D', 'unreadable'], { cwd: dir.path });
+    const file = join(root, 'configs', 'options.json');
+    await rm(file);
+    await mkdir(file); // a folder where the file should be
+    const commands = [
+      ['init'],
+      ['start', '--foreground', '-H', '127.0.0.1', '-P', String(await freePort())],
+      ['status'],
+      ['ship', '--all'],
+    ];
+    for (const args of commands) {
+      const r = await otelake([...args, '-D', 'unreadable'], { cwd: dir.path });
+      assert.equal(r.code, 1, `${args[0]}: ${r.stderr}`);
+      assert.match(r.stderr, /^error: cannot read \S*unreadable\/default\/configs\/options\.json: EISDIR/, args[0]);
+      noStack(r.stderr);
+    }
   });
 
   test('start without --host/--port binds the saved server_config address', async () => {

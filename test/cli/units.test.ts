@@ -8,6 +8,7 @@ import stringWidth from 'string-width';
 import {
   collectColumns,
   parseDay,
+  parseHost,
   parseInstanceId,
   parsePort,
   parsePositiveInt,
@@ -39,8 +40,16 @@ describe('flag parsers', () => {
   test('timeouts are positive seconds, fractions allowed', () => {
     assert.equal(parseSeconds('0.25'), 0.25);
     assert.equal(parseSeconds('5'), 5);
-    for (const bad of ['0', '-1', 'soon', '', 'Infinity'])
+    // A longer wait overflows Node's timers, which then fire at once.
+    assert.equal(parseSeconds('2147483'), 2147483);
+    for (const bad of ['0', '-1', 'soon', '', 'Infinity', '3000000'])
       assert.throws(() => parseSeconds(bad), InvalidArgumentError);
+  });
+  test('hosts are names or addresses, without a port', () => {
+    for (const good of ['127.0.0.1', '0.0.0.0', '::1', '[::1]', 'localhost', 'otelake.example.com'])
+      assert.equal(parseHost(good), good);
+    for (const bad of ['127.0.0.1:80', 'a:b:c', '[::1', '#x', 'not a host', '', 'http://x'])
+      assert.throws(() => parseHost(bad), InvalidArgumentError, bad);
   });
   test('days must be real calendar days', () => {
     assert.equal(parseDay('2024-02-29'), '2024-02-29');
@@ -84,9 +93,13 @@ describe('pidfile', () => {
     assert.deepEqual(await claimPidFile(file, process.pid), { claimed: true });
     assert.equal(await readPid(file), process.pid);
     // A live process that looks like otelake holds it: refused.
-    const holder = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 60000)', 'otelake-test-holder'], {
-      stdio: 'ignore',
-    });
+    const holder = spawn(
+      process.execPath,
+      ['-e', 'setTimeout(() => {}, 60000)', '/opt/otelake/bin/otelake.js'],
+      {
+        stdio: 'ignore',
+      },
+    );
     try {
       await writeFile(file, `${holder.pid}\n`);
       assert.deepEqual(await claimPidFile(file, 424242), { claimed: false, runningPid: holder.pid });
@@ -114,11 +127,32 @@ describe('pidfile', () => {
     assert.equal(processAlive(stranger.pid!), !procfs);
   });
 
+  test('a process whose name only contains "otelake" is not otelake; its launcher or CLI entry is', async (t) => {
+    const run = (args: string[]) => {
+      const c = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 60000)', ...args], { stdio: 'ignore' });
+      t.after(() => killQuietly(c));
+      return c.pid!;
+    };
+    const procfs = await readFile(`/proc/${process.pid}/cmdline`).then(
+      () => true,
+      () => false,
+    );
+    if (!procfs) {
+      t.skip('no procfs: the command line cannot be read here');
+      return;
+    }
+    assert.equal(processAlive(run(['otelake-notes'])), false);
+    assert.equal(processAlive(run(['/home/u/otelake-data/notes.txt'])), false);
+    assert.equal(processAlive(run(['/usr/local/bin/otelake', 'start'])), true);
+    assert.equal(processAlive(run(['/srv/app/node_modules/otelake/bin/otelake.js', 'start'])), true);
+    assert.equal(processAlive(run(['/srv/otelake/src/cli/main.ts', 'start'])), true);
+  });
+
   test('a server that exited but was not yet collected by its parent (a zombie) is not alive', async (t) => {
     // `sh` starts an otelake-named child, then becomes `sleep`, which never collects it.
     const parent = spawn(
       'sh',
-      ['-c', `${JSON.stringify(process.execPath)} -e 0 otelake-test-zombie & echo $!; exec sleep 60`],
+      ['-c', `${JSON.stringify(process.execPath)} -e 0 /opt/otelake/bin/otelake.js & echo $!; exec sleep 60`],
       { stdio: ['ignore', 'pipe', 'ignore'] },
     );
     t.after(() => killQuietly(parent));

@@ -1,10 +1,16 @@
 import assert from 'node:assert/strict';
-import { mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { daysBetween, InstanceLayout, validateDay, validateInstanceId } from '../../src/storage/layout.ts';
-import { defaultOptions, mergeOptions, resolveOptions, saveOptions } from '../../src/storage/options.ts';
+import {
+  defaultOptions,
+  mergeOptions,
+  OptionsFileError,
+  resolveOptions,
+  saveOptions,
+} from '../../src/storage/options.ts';
 
 describe('options', () => {
   it('has the specification defaults', () => {
@@ -50,6 +56,78 @@ describe('options', () => {
         () => mergeOptions(defaultOptions(), { server_config: { decode_workers: bad as never } }),
         /decode_workers: expected null \(one per core\) or an integer >= 0/,
       );
+    }
+  });
+
+  it('refuses values that would start a half-working server or not save back as they were', () => {
+    const refused: [unknown, RegExp][] = [
+      [{ storage_config: { compact_min_files: 1 } }, /compact_min_files: expected an integer >= 2/],
+      // JSON reads 1e400 as Infinity, which would be saved as null.
+      [
+        { producer_config: { block_timeout_s: Number.POSITIVE_INFINITY } },
+        /block_timeout_s: expected 0 <= seconds <= 2147483/,
+      ],
+      [{ producer_config: { block_timeout_s: 3e6 } }, /block_timeout_s/],
+      [
+        { aggregator_config: { max_age_s: Number.POSITIVE_INFINITY } },
+        /max_age_s: expected 0 < seconds <= 2147483/,
+      ],
+      [{ aggregator_config: { max_age_s: 0 } }, /max_age_s/],
+      [{ server_config: { port: 0 } }, /port: expected 1\.\.65535/],
+      [
+        { server_config: { default_project_id: 'a/../b' } },
+        /default_project_id "a\/..\/b": use 1-128 letters/,
+      ],
+      [
+        { server_config: { project_max_rows_per_s: 1e-300 } },
+        /project_max_rows_per_s: expected null \(no limit\) or a number >= 1/,
+      ],
+      [{ server_config: { host: 'not a host' } }, /host "not a host": expected a host name or IP address/],
+      [{ server_config: { host: '127.0.0.1:80' } }, /host "127.0.0.1:80"/],
+      // An object's built-in names are not options.
+      [{ toString: 1 }, /unknown option "toString"/],
+      [{ producer_config: { constructor: 5 } }, /unknown option "producer_config.constructor"/],
+      [{ server_config: { hasOwnProperty: 1 } }, /unknown option "server_config.hasOwnProperty"/],
+      [JSON.parse('{"__proto__": {"port": 1}}'), /unknown option "__proto__"/],
+      // A whole options.json of null, false, 0 or "".
+      [null, /options must be an object/],
+      [false, /options must be an object/],
+      [0, /options must be an object/],
+      ['', /options must be an object/],
+    ];
+    for (const [over, message] of refused) {
+      assert.throws(() => mergeOptions(defaultOptions(), over as never), message, JSON.stringify(over));
+    }
+    for (const host of ['0.0.0.0', '::', '[::1]', 'localhost', 'otelake.internal', 'svc_a.local']) {
+      assert.equal(mergeOptions(defaultOptions(), { server_config: { host } }).server_config.host, host);
+    }
+    assert.equal(
+      mergeOptions(defaultOptions(), { producer_config: { block_timeout_s: 2_147_483 } }).producer_config
+        .block_timeout_s,
+      2_147_483,
+    );
+  });
+
+  it('an options.json that cannot be read or parsed is named, on one line', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'otelake-opts-'));
+    try {
+      const folder = join(dir, 'folder.json');
+      await mkdir(folder);
+      await assert.rejects(resolveOptions(folder, undefined), (err: unknown) => {
+        assert.ok(err instanceof OptionsFileError);
+        assert.match(err.message, new RegExp(`^cannot read ${folder}: EISDIR`));
+        return true;
+      });
+      const broken = join(dir, 'broken.json');
+      await writeFile(broken, '{\n  "producer_config": {\n    "max_queue_size": 10,\n  }\n}\n');
+      await assert.rejects(resolveOptions(broken, undefined), (err: unknown) => {
+        assert.ok(err instanceof OptionsFileError);
+        assert.match(err.message, new RegExp(`^${broken} is not valid JSON: `));
+        assert.doesNotMatch(err.message, /\n/);
+        return true;
+      });
+    } finally {
+      await rm(dir, { recursive: true, force: true });
     }
   });
 
