@@ -18,6 +18,7 @@ import {
   type Action,
   type AddAction,
   type CommitInfo,
+  CREATED_LOG_RETENTION,
   CREATED_TOMBSTONE_RETENTION,
   checkpointFileName,
   commitContent,
@@ -584,6 +585,7 @@ export class DeltaTable {
               // Stats cover every column; without this readers use only the first 32 columns' stats.
               'delta.dataSkippingNumIndexedCols': '-1',
               'delta.deletedFileRetentionDuration': CREATED_TOMBSTONE_RETENTION,
+              'delta.logRetentionDuration': CREATED_LOG_RETENTION,
             },
             createdTime: now,
           },

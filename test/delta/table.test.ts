@@ -529,6 +529,28 @@ test('log cleanup keeps the newest old-enough checkpoint and after; stale reader
   assert.equal(existsSync(join(logDir, commitFileName(0))), false);
 });
 
+test('a created table keeps an hour of its log: a checkpoint removes what is older', async () => {
+  const dir = tempDir();
+  const logDir = join(dir, LOG_DIR);
+  const w = await DeltaTable.createOrOpen(dir, LOGS, { checkpointInterval: 5 });
+  assert.equal(w.metadata.configuration['delta.logRetentionDuration'], 'interval 60 minutes');
+  for (let i = 0; i < 6; i++) await appendRows(w, LOGS, makeRows(LOGS, 1, i, i)); // versions 1-6, checkpoint 5
+  const early = readdirSync(logDir).filter((n) => /^\d{20}\./.test(n)).length;
+  // Checkpoint 5 written two hours ago: the next checkpoint (10) removes the log before it.
+  const old = new Date(Date.now() - 7_200_000);
+  utimesSync(join(logDir, checkpointFileName(5)), old, old);
+  for (let i = 6; i < 11; i++) await appendRows(w, LOGS, makeRows(LOGS, 1, i, i));
+  await w.close(); // the checkpoint and its cleanup run in the background: close waits for them
+  const names = readdirSync(logDir)
+    .filter((n) => /^\d{20}\./.test(n))
+    .sort();
+  assert.equal(early, 8); // 0..6.json and checkpoint 5: nothing removed within the hour
+  assert.equal(names[0], checkpointFileName(5));
+  assert.ok(!names.includes(commitFileName(4)) && names.includes(commitFileName(5)), names.join(' '));
+  assert.deepEqual(snapshotOf(await DeltaTable.open(dir)), snapshotOf(w));
+  assert.equal(w.rowCount(), 11);
+});
+
 test('automatic log cleanup after checkpoints with logRetentionMs 0 bounds the log', async () => {
   const dir = tempDir();
   const w = await DeltaTable.createOrOpen(dir, LOGS, { checkpointInterval: 4, logRetentionMs: 0 });
