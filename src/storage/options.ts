@@ -382,7 +382,8 @@ export function validateOptions(o: LoggerOptions): void {
   );
   check(typeof v.require_auth === 'boolean', 'server_config.require_auth: expected a boolean');
   check(
-    // Under a row a second, a request's Retry-After would run to hours (1e-300: an invalid header).
+    // Less than a row a second limits nothing a service sends; far less broke the header: 1e-300
+    // answered `Retry-After: 1e+300`.
     v.project_max_rows_per_s === null || isNumberIn(v.project_max_rows_per_s, 1, Number.MAX_VALUE),
     'server_config.project_max_rows_per_s: expected null (no limit) or a number >= 1',
   );

@@ -180,7 +180,11 @@ describe('otelake (no server)', () => {
     for (const args of commands) {
       const r = await otelake([...args, '-D', 'unreadable'], { cwd: dir.path });
       assert.equal(r.code, 1, `${args[0]}: ${r.stderr}`);
-      assert.match(r.stderr, /^error: cannot read \S*unreadable\/default\/configs\/options\.json: EISDIR/, args[0]);
+      assert.match(
+        r.stderr,
+        /^error: cannot read \S*unreadable\/default\/configs\/options\.json: EISDIR/,
+        args[0],
+      );
       noStack(r.stderr);
     }
   });
