@@ -28,6 +28,8 @@ const DEFAULT_LIMIT = 100;
 export const MAX_LIMIT = 10_000;
 /** Seconds a refused read is asked to wait before it tries again. */
 const RETRY_AFTER_S = 1;
+/** Seconds a read whose process was killed (for memory, most likely) is asked to wait. */
+const MEMORY_RETRY_AFTER_S = 5;
 /** A response whose client reads nothing for this long is closed (its query cancelled). */
 export const SEND_STALL_MS = 30_000;
 /** Bytes of an answer kept for its end: the count, the keys of the lists, the incomplete note. */
@@ -350,10 +352,11 @@ export function registerReadRoutes(
       // The read's process could not start (a native package missing, say): the server's to mend.
       if (err instanceof WorkerProcessEnded && err.startError !== null)
         return sendError(reply, 500, `${err.message}. Ingest goes on.`);
-      // The read's own process ended (killed for memory, most likely); ingest goes on.
+      // The read's own process ended (killed for memory, most likely); ingest goes on. Again later,
+      // once the memory other reads hold is given back, it may fit.
       if (err instanceof WorkerProcessEnded)
         return sendError(
-          reply,
+          reply.header('retry-after', String(MEMORY_RETRY_AFTER_S)),
           503,
           `${err.message}. Ingest goes on. A narrower read (a shorter time window, a lower limit, ` +
             'a filter) or more memory for the server answers it.',

@@ -407,9 +407,11 @@ export class WorkerPool {
       if (slot.pending.size > 0) this.fail(slot, new WorkerProcessEnded(this.opts.name, code, signal));
       else if (!slot.ready) {
         this.remove(slot);
-        // Its stderr may still hold the error when it exits: read to its end first.
+        // Its stderr may still hold the error when it exits: read to its end first. Killed by a
+        // signal (the out-of-memory killer, while another read held the memory) it did not fail
+        // to start: that is no error of its own, and the next try may work.
         const failed = () => {
-          const why = lastErrorLine(startOutput) ?? 'see its output above';
+          const why = signal !== null ? null : (lastErrorLine(startOutput) ?? 'see its output above');
           this.failStart(new WorkerProcessEnded(this.opts.name, code, signal, why));
         };
         if (stderr.closed) failed();

@@ -18,6 +18,7 @@ import { waitFor } from '../cli/helpers.ts';
 import { appendRows, fullRow } from '../read/fixtures.ts';
 import {
   type ChildServer,
+  childPids,
   childrenPeakMiB,
   memoryMiB,
   resetPeakRss,
@@ -142,6 +143,35 @@ describe('bounded reads (server in its own process)', () => {
     assert.equal(body.count, MANY_ROWS);
     assert.equal(body.rows[0].body, `${MANY_ROWS - 1} ${text.slice(MANY_ROWS - 1, MANY_ROWS - 1 + 2048)}`);
     assert.ok(most - start < HEAP_GROWTH_BOUND_MIB, `heap grew by ${(most - start).toFixed(0)} MiB`);
+  });
+
+  test('a read whose process is killed (out of memory) gets 503 with Retry-After; the next read is answered', async () => {
+    // Every read process of the server is killed as soon as it shows, before or during its task,
+    // as the kernel's out-of-memory killer does (its oom_score_adj makes it the first choice).
+    let killing = true;
+    const killer = (async () => {
+      while (killing) {
+        for (const pid of childPids(server.pid)) {
+          try {
+            process.kill(pid, 'SIGKILL');
+          } catch {}
+        }
+        await new Promise((r) => setTimeout(r, 2));
+      }
+    })();
+    let res: Response;
+    try {
+      res = await fetch(`${server.url}/api/logs?project_id=big&limit=6`);
+    } finally {
+      killing = false;
+      await killer;
+    }
+    assert.equal(res.status, 503);
+    assert.equal(res.headers.get('retry-after'), '5');
+    assert.match(((await res.json()) as Json).message, /killed \(SIGKILL\).*Ingest goes on/);
+    const again = await getJson(`${server.url}/api/logs?project_id=big&limit=1&select=event_ts`);
+    assert.equal(again.status, 200);
+    assert.equal(again.body.count, 1);
   });
 
   test("beyond a project's share or max_concurrent_reads: 503 with Retry-After; a client that goes away cancels its read", async () => {

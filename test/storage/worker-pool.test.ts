@@ -1,6 +1,9 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { siblingModule, WorkerPool, WorkerProcessEnded } from '../../src/storage/worker-pool.ts';
 
@@ -279,6 +282,40 @@ describe('WorkerPool', () => {
         assert.equal(err.startError, "Error: Cannot find module 'a-native-package'");
       } finally {
         delete process.env.OTELAKE_TEST_FAIL_LOAD;
+        await pool.close();
+      }
+    });
+
+    it('a process killed before it is ready (out of memory) is no start failure: the next task gets a new one', async () => {
+      const pidFile = join(tmpdir(), `otelake-test-pid-${process.pid}`);
+      process.env.OTELAKE_TEST_PID_FILE = pidFile;
+      process.env.OTELAKE_TEST_LOAD_MS = '20000';
+      const pool = new WorkerPool(url, processes);
+      try {
+        const waiting = pool.run('echo', 1).then(
+          () => null,
+          (e: unknown) => e,
+        );
+        let pid = 0;
+        while (!(pid = Number(await readFile(pidFile, 'utf8').catch(() => '0')))) {
+          await new Promise((r) => setTimeout(r, 20));
+        }
+        delete process.env.OTELAKE_TEST_LOAD_MS;
+        process.kill(pid, 'SIGKILL'); // as the kernel's out-of-memory killer does
+        const err = await waiting;
+        assert.ok(err instanceof WorkerProcessEnded, String(err));
+        assert.equal(err.signal, 'SIGKILL');
+        assert.equal(
+          err.startError,
+          null,
+          'not a process that cannot start (the read API answers 503, not 500)',
+        );
+        assert.match(err.message, /killed \(SIGKILL\).*out-of-memory/);
+        assert.equal(await pool.run('echo', 2), 2);
+      } finally {
+        delete process.env.OTELAKE_TEST_PID_FILE;
+        delete process.env.OTELAKE_TEST_LOAD_MS;
+        await rm(pidFile, { force: true });
         await pool.close();
       }
     });
