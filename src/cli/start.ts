@@ -10,7 +10,7 @@ import { dirname, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { isLoopback } from '../server/loopback.ts';
-import { withServerEnv, withServerFlags } from '../server/node-flags.ts';
+import { becomeServerProcess, withServerEnv, withServerFlags } from '../server/node-flags.ts';
 import { InstanceLayout } from '../storage/layout.ts';
 import { bindError } from './bind.ts';
 import { CliError, UsageError } from './errors.ts';
@@ -185,6 +185,8 @@ async function startInBackground(flags: BoundStartFlags, layout: InstanceLayout)
 
 /** Runs the server in this process until SIGINT/SIGTERM, holding the pidfile meanwhile. */
 async function runInForeground(flags: BoundStartFlags, layout: InstanceLayout): Promise<void> {
+  // The heaps and malloc's arenas are sized as the process starts (node-flags.ts).
+  becomeServerProcess();
   const signals = new StopSignals(() => {
     if (flags.pidfile) removePidFileSync(layout.pidFile, process.pid);
     process.exit(1);

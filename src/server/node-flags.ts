@@ -58,3 +58,26 @@ export const SERVER_ENV: Readonly<Record<string, string>> = {
 export function withServerEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   return { ...SERVER_ENV, ...env };
 }
+
+/** Whether a process started with these flags and environment has the server's settings. */
+export function hasServerSettings(execArgv: readonly string[], env: NodeJS.ProcessEnv): boolean {
+  const name = (flag: string) => flag.split('=')[0];
+  const own = new Set(execArgv.map(name));
+  return SERVER_NODE_FLAGS.every((f) => own.has(name(f))) && Object.keys(SERVER_ENV).every((k) => k in env);
+}
+
+/**
+ * Makes this process one with the server's flags and environment when it lacks them (`otelake
+ * start --foreground` run by hand or as a container's entrypoint): the same process, its program
+ * replaced (execve), so its pid, terminal and signals stay. Where that cannot be (Windows), the
+ * process runs on as it is.
+ */
+export function becomeServerProcess(): void {
+  if (hasServerSettings(process.execArgv, process.env)) return;
+  if (typeof process.execve !== 'function' || process.platform === 'win32') return;
+  process.execve(
+    process.execPath,
+    [process.execPath, ...withServerFlags(process.execArgv), ...process.argv.slice(1)],
+    withServerEnv(process.env),
+  );
+}

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { stripVTControlCharacters } from 'node:util';
+import { SERVER_ENV, SERVER_NODE_FLAGS } from '../../src/server/node-flags.ts';
 import { alive, freePort, killQuietly, LAUNCHER, tempDir, waitFor } from './helpers.ts';
 
 function startForeground(
@@ -60,6 +61,14 @@ describe('start --foreground', () => {
     children.push(fg.child);
     await waitFor('the server to answer', async () => (await healthPid(port)) !== null);
     assert.equal(await healthPid(port), fg.child.pid);
+    if (process.platform === 'linux') {
+      // Started without the server's Node flags and malloc settings, the same process took them on.
+      const pid = fg.child.pid!;
+      const cmdline = (await readFile(`/proc/${pid}/cmdline`, 'utf8')).split('\0');
+      for (const flag of SERVER_NODE_FLAGS) assert.ok(cmdline.includes(flag), `${flag} in ${cmdline}`);
+      const environ = (await readFile(`/proc/${pid}/environ`, 'utf8')).split('\0');
+      for (const [k, v] of Object.entries(SERVER_ENV)) assert.ok(environ.includes(`${k}=${v}`), `${k}=${v}`);
+    }
     const pidFile = join(dir.path, 'svc_data', 'default', 'otelake.pid');
     assert.equal(Number((await readFile(pidFile, 'utf8')).trim()), fg.child.pid);
     assert.match(fg.output(), new RegExp(`listening on http://127\\.0\\.0\\.1:${port}`));
