@@ -296,10 +296,9 @@ describe('WorkerPool', () => {
           () => null,
           (e: unknown) => e,
         );
-        let pid = 0;
-        while (!(pid = Number(await readFile(pidFile, 'utf8').catch(() => '0')))) {
-          await new Promise((r) => setTimeout(r, 20));
-        }
+        const pidOf = async () => Number(await readFile(pidFile, 'utf8').catch(() => '0'));
+        while ((await pidOf()) === 0) await new Promise((r) => setTimeout(r, 20));
+        const pid = await pidOf();
         delete process.env.OTELAKE_TEST_LOAD_MS;
         process.kill(pid, 'SIGKILL'); // as the kernel's out-of-memory killer does
         const err = await waiting;
