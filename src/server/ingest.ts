@@ -309,19 +309,19 @@ export function registerIngestRoutes(app: FastifyInstance, opts: IngestRouteOpti
 
     let rejected = 0;
     const reasons = new Map<string, number>();
-    // Refused by the policy in force: drop_newest, or drop_oldest when evicting every queued row
-    // still left no room (the rest of the queue is reserved by requests in flight).
-    const dropReason = `queue_full (${logger.options.producer_config.drop_policy})`;
     for (const table of route.itemTables) {
       const r = result.tables[table];
       if (!r) continue;
       rejected += r.rejected;
       for (const [reason, n] of Object.entries(r.reasons))
         reasons.set(reason, (reasons.get(reason) ?? 0) + n);
-      // A dropping policy refuses rows by design: they count as rejected, not retried.
+      // A dropping policy refuses rows by design: they count as rejected, not retried. Its name:
+      // drop_newest, or drop_oldest when evicting every queued row still left no room (the rest
+      // of the queue is reserved by requests in flight).
       if (result.outcome === 'dropped' && r.dropped > 0) {
         rejected += r.dropped;
-        reasons.set(dropReason, (reasons.get(dropReason) ?? 0) + r.dropped);
+        const why = `queue_full (${logger.options.producer_config.drop_policy})`;
+        reasons.set(why, (reasons.get(why) ?? 0) + r.dropped);
       }
     }
     const message = describeRejections(route, rejected, reasons, decoded.invalidIds);
