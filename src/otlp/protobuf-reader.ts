@@ -95,7 +95,7 @@ export class ProtobufReader implements OtlpReader {
     const end = this.ends[d]!;
     const type = this.types[d]!;
     while (w.pos < end) {
-      const t = w.uint32(end);
+      const t = w.tag(end);
       const id = t < 256 ? type.tags[t]! : -1;
       if (id >= 0) {
         this.type = type.types[id]!;

@@ -68,6 +68,38 @@ export class WireCursor {
     return v >>> 0;
   }
 
+  /**
+   * A field's tag (its number and wire type). As protobuf's parsers hold it: at most 32 bits (the
+   * low 32 bits of a longer one would alias another field) and a field number of 1 or more. One
+   * byte, the common case, is read here; the rest by `longTag`.
+   */
+  tag(end: number): number {
+    const p = this.pos;
+    if (p < end) {
+      const b = this.buf[p]!;
+      if (b >= 8 && b < 0x80) {
+        this.pos = p + 1;
+        return b;
+      }
+    }
+    return this.longTag(end);
+  }
+
+  private longTag(end: number): number {
+    const start = this.pos;
+    const t = this.uint32(end);
+    this.within32Bits(start, 'tag');
+    if (t < 8) throw invalid(`field number 0 at offset ${start}`);
+    return t;
+  }
+
+  /** Refuses the varint read from `start` when it runs past 32 bits. */
+  private within32Bits(start: number, what: string): void {
+    const n = this.pos - start;
+    if (n > 5 || (n === 5 && this.buf[this.pos - 1]! > 0x0f))
+      throw invalid(`a ${what} beyond 32 bits at offset ${start}`);
+  }
+
   /** A 64-bit varint: returns its low 32 bits, leaves the high 32 bits in `hi` (both unsigned). */
   varint64(end: number): number {
     const buf = this.buf;
@@ -126,7 +158,10 @@ export class WireCursor {
 
   /** The length of a LEN field; the cursor is left at its first byte. */
   length(end: number): number {
+    const start = this.pos;
     const n = this.uint32(end);
+    // Its low 32 bits of a longer varint would pass the check below.
+    if (this.pos - start > 4) this.within32Bits(start, 'length');
     if (n > end - this.pos) throw invalid('a length runs past the end of its message');
     return n;
   }
@@ -151,7 +186,7 @@ export class WireCursor {
       case GROUP_START:
         if (depth >= MAX_GROUP_DEPTH) throw invalid(`groups nested deeper than ${MAX_GROUP_DEPTH} levels`);
         for (;;) {
-          const t = this.uint32(end);
+          const t = this.tag(end);
           if ((t & 7) === GROUP_END) return;
           this.skip(t & 7, end, depth + 1);
         }
@@ -165,7 +200,7 @@ export class WireCursor {
     out.reset();
     this.pos = start;
     while (this.pos < end) {
-      const t = this.uint32(end);
+      const t = this.tag(end);
       if (t !== fieldTag) {
         this.skip(t & 7, end);
         continue;
@@ -414,7 +449,7 @@ function keyValue(r: WireCursor, start: number, end: number, kv: KeyValueAt): vo
   kv.valueStart = kv.valueEnd = -1;
   r.pos = start;
   while (r.pos < end) {
-    const t = r.uint32(end);
+    const t = r.tag(end);
     if (t !== KEY && t !== VALUE) {
       r.skip(t & 7, end);
       continue;
@@ -435,7 +470,7 @@ function lastMember(r: WireCursor, start: number, end: number, m: Member): Membe
   m.tag = 0;
   r.pos = start;
   while (r.pos < end) {
-    const t = r.uint32(end);
+    const t = r.tag(end);
     const at = r.pos;
     switch (t) {
       case STRING_VALUE:

@@ -423,6 +423,35 @@ test('refused: every truncation protobufjs refuses, deep groups', () => {
   );
 });
 
+test('refused as protobuf parsers refuse them: a tag or a length beyond 32 bits, field number 0', () => {
+  // ExportLogsServiceRequest { resource_logs { scope_logs { log_records { severity_number: 9 } } } },
+  // with the record's length, or the request's first tag, written as given.
+  const record = [0x10, 0x09];
+  const body = (recordLength: number[], requestTag: number[] = [0x0a]): Uint8Array => {
+    const scope = [0x12, ...recordLength, ...record];
+    const resource = [0x12, scope.length, ...scope];
+    return Uint8Array.from([...requestTag, resource.length, ...resource]);
+  };
+  assert.equal(wired('logs', body([2])).items, 1);
+  // Five bytes that stay within 32 bits (a padded 2, a padded tag 1/LEN) are still read.
+  assert.equal(wired('logs', body([0x82, 0x80, 0x80, 0x80, 0x00])).items, 1);
+  assert.equal(wired('logs', body([2], [0x8a, 0x80, 0x80, 0x80, 0x00])).items, 1);
+  for (const [label, bytes] of [
+    // Low 32 bits 2: the length passed the bounds check as 2.
+    ['a length of 2^32 + 2', body([0x82, 0x80, 0x80, 0x80, 0x10])],
+    ['a length of 2^63', body([0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01])],
+    // Low 32 bits 0x0a: read as resource_logs, it made a second resource's rows.
+    ['a tag of 2^32 + 0x0a', body([2], [0x8a, 0x80, 0x80, 0x80, 0x10])],
+    ['field number 0', body([2], [0x02])],
+  ] as [string, Uint8Array][]) {
+    assert.deepEqual(
+      outcome(() => wired('logs', bytes)),
+      { error: 'refused' },
+      label,
+    );
+  }
+});
+
 test('AnyValues nest up to 64 levels, as in JSON requests; deeper ones are cut there', () => {
   // protobufjs stops at 100 nested messages (~47 AnyValue levels here), so JSON is the reference.
   const nested = (levels: number) => {
