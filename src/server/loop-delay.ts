@@ -23,17 +23,22 @@ export class LoopDelay {
     return this.idleCheck !== null;
   }
 
-  /** A request came: sample from now on, until `idleMs` without one. */
+  /**
+   * A request came: sample from now on, until `idleMs` without one. Sampling starts over: Node's
+   * histogram measures each sample from the one before, and without the reset the first after an
+   * idle spell counted the whole spell as a hold-up (a max of minutes on a server idle that long).
+   */
   request(): void {
     this.lastRequestAt = performance.now();
     if (this.idleCheck !== null) return;
+    this.histogram.reset();
     this.histogram.enable();
     this.idleCheck = setInterval(() => {
       if (performance.now() - this.lastRequestAt >= this.idleMs) this.close();
     }, this.idleMs).unref();
   }
 
-  /** Milliseconds the loop was held up beyond the interval, over the time it was sampled. */
+  /** Milliseconds the loop was held up beyond the interval, since sampling last started. */
   stats(): { p50: number; p99: number; max: number } {
     const ms = (ns: number) => Math.max(0, Math.round(ns / 1e4 - RESOLUTION_MS * 100) / 100);
     const h = this.histogram;

@@ -35,6 +35,9 @@ test('the loop delay is sampled while requests come, and not once they stop', as
 
     delay.request();
     assert.equal(delay.sampling, true, 'the next request starts it again');
+    // The idle spell (~600 ms since sampling stopped) is no hold-up of the first sample after it.
+    await sleep(60);
+    assert.ok(delay.stats().max < 60, `max ${delay.stats().max} ms after an idle spell`);
   } finally {
     delay.close();
   }
