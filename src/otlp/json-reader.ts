@@ -256,31 +256,8 @@ export class JsonReader implements OtlpReader {
     throw DECLINED;
   }
 
-  /**
-   * Reads the current object's fields other than its items (`own` takes them), skipping the items,
-   * then goes back to where it was, for the walk to read the items with those cells known; false,
-   * reading nothing, when less than `minBytes` of the body are left. The items are scanned twice,
-   * once only to skip them: for a large body that bounds the rows the walk holds, as it does
-   * over protobuf (a 3.9 KB gzip body of 1.3M empty log records held 30M cells in one array and
-   * took the process down with V8's "invalid table size").
-   */
-  readAhead(own: (field: number) => boolean, minBytes: number): boolean {
-    const j = this.j;
-    if (j.buf.length - j.pos < minBytes) return false;
-    const d = this.depth;
-    const pos = j.pos;
-    const lastKey = this.lastKey[d]!;
-    const list = this.list[d]!;
-    const listFirst = this.listFirst[d]!;
-    // Entering a list marks it met (a list given twice is declined): the second pass meets it again.
-    const listsMet = this.listsMet.slice();
-    for (let f = this.next(); f !== END; f = this.next()) if (!own(f)) this.skip();
-    j.pos = pos;
-    this.depth = d;
-    this.lastKey[d] = lastKey;
-    this.list[d] = list;
-    this.listFirst[d] = listFirst;
-    this.listsMet.set(listsMet);
-    return true;
+  /** Not in JSON: it would scan the items twice; the walk then holds a resource's rows to its end. */
+  readAhead(): boolean {
+    return false;
   }
 }
