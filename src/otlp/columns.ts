@@ -8,6 +8,7 @@
 
 import type { RefusedProject } from '../schema/project.ts';
 import { SCHEMAS, type TableName } from '../schema/tables.ts';
+import { TooManyRowsError } from './errors.ts';
 
 export interface RowSink {
   /**
@@ -171,6 +172,16 @@ export class Int64List {
  * a new array with null takes its runtime's slow path.
  */
 const NULL_CELLS = new Map<TableName, unknown[]>();
+/** Rows whose null cells NULL_CELLS keeps at most: a larger flush would leave its size to every request after it. */
+const NULL_CELLS_MAX_ROWS = 8192;
+
+/**
+ * Rows of one table a mapper holds at once, at most. A JSON resource holds its rows to its end; 3.9
+ * KB of gzip can inflate to a resource of a million empty log records, whose 30M cells V8 holds
+ * in a dictionary past 32M and then fails whole-process ("invalid table size"). No body within
+ * the default 64 MiB limit holds that many real items (64 bytes each).
+ */
+export const MAX_HELD_ROWS = 1 << 20;
 
 /**
  * The rows of one table a mapper has made and not yet handed on: their cells in one array, row
@@ -213,7 +224,13 @@ export class TableRows {
   private grow(): void {
     const cells = this.cells;
     const size = cells.length;
-    cells.length = Math.max(2 * size, this.width);
+    const next = Math.max(2 * size, this.width);
+    if (next > MAX_HELD_ROWS * this.width) {
+      throw new TooManyRowsError(
+        `a resource of more than ${MAX_HELD_ROWS} ${this.table} rows in one request: send smaller batches`,
+      );
+    }
+    cells.length = next;
     cells.fill(null, size);
   }
 
@@ -259,7 +276,7 @@ export class TableRows {
     const cells = this.cells;
     const width = this.width;
     for (let i = 0, at = 0; i < n; i++, at += width) sink.row(this.table, cells, at);
-    if (NULL_CELLS.get(this.table)?.length !== n * width)
+    if (n <= NULL_CELLS_MAX_ROWS && NULL_CELLS.get(this.table)?.length !== n * width)
       NULL_CELLS.set(this.table, new Array(n * width).fill(null));
     this.flushed += n;
     this.n = 0;

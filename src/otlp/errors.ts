@@ -10,3 +10,11 @@ export class OtlpDecodeError extends Error {
 export class LossyJsonNumber extends Error {
   override readonly name = 'LossyJsonNumber';
 }
+
+/**
+ * A request whose resource holds more rows than a mapper holds at once (MAX_HELD_ROWS): answered
+ * 413, as a body beyond the size limit is.
+ */
+export class TooManyRowsError extends OtlpDecodeError {
+  readonly status = 413;
+}

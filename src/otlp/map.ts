@@ -5,7 +5,7 @@
 
 import { SCHEMAS, type TableName } from '../schema/tables.ts';
 import type { RowSink } from './columns.ts';
-import { LossyJsonNumber, OtlpDecodeError } from './errors.ts';
+import { LossyJsonNumber, OtlpDecodeError, TooManyRowsError } from './errors.ts';
 import { DECLINED } from './json-cursor.ts';
 import { JsonReader } from './json-reader.ts';
 import { shrinkScratch } from './json-text.ts';
@@ -41,7 +41,9 @@ export function mapRequest(
       return { route: 'reader', ...walk(signal, new ProtobufReader(body), ctx, sink) };
     return { route: 'reader', ...walk(signal, new JsonReader(body), ctx, sink) };
   } catch (err) {
-    // Whatever the JSON reader cannot take as it stands, the tree decides, and words the error.
+    // Whatever the JSON reader cannot take as it stands, the tree decides, and words the error; a
+    // body too large to hold is no better there.
+    if (err instanceof TooManyRowsError) throw err;
     const declined = err === DECLINED || err instanceof OtlpDecodeError || err instanceof LossyJsonNumber;
     if (format === 'protobuf' || !declined) throw err;
   } finally {

@@ -7,7 +7,8 @@
 import { type RefusedProject, resourceProjectId } from '../schema/project.ts';
 import type { Row, TableName } from '../schema/tables.ts';
 import { nanosToMicros } from '../schema/time.ts';
-import { LossyJsonNumber, OtlpDecodeError } from './errors.ts';
+import { MAX_HELD_ROWS } from './columns.ts';
+import { LossyJsonNumber, OtlpDecodeError, TooManyRowsError } from './errors.ts';
 import type { MapContext, Signal } from './request.ts';
 import {
   attributesJson,
@@ -246,6 +247,10 @@ function scopeCols(sx: Msg): ScopeCols {
 /** A repeated message field: every element must be an object. */
 function items(v: unknown, field: string): readonly Msg[] {
   const arr = list(v, field);
+  if (arr.length > MAX_HELD_ROWS)
+    throw new TooManyRowsError(
+      `more than ${MAX_HELD_ROWS} ${field} in one list of one request: send smaller batches`,
+    );
   for (let i = 0; i < arr.length; i++) {
     const x = arr[i];
     if (typeof x !== 'object' || x === null || Array.isArray(x)) fail(`${field}[${i}]`, 'an object', x);

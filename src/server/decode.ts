@@ -14,6 +14,7 @@ import {
   protobufInstalled,
   type RowSink,
   type Signal,
+  TooManyRowsError,
 } from '../otlp/index.ts';
 import { AttributeLimiter, type AttributeLimits } from '../otlp/limits.ts';
 import type { RefusedProject } from '../schema/project.ts';
@@ -170,6 +171,7 @@ export class RequestDecoder implements RowSink {
           this,
         ));
       } catch (err) {
+        if (err instanceof TooManyRowsError) return { ok: false, status: err.status, message: err.message };
         if (err instanceof OtlpDecodeError) {
           return { ok: false, status: 400, message: `cannot decode the request: ${err.message}` };
         }

@@ -606,6 +606,27 @@ describe('bad input: each gets its status and message, and the server keeps serv
     assert.ok(grownKiB < 512 * 1024, `peak RSS grew by ${grownKiB} KiB`);
   });
 
+  test('a small gzip body of a million empty log records in one resource is 413, and the server stays up', async () => {
+    // 3.3 MB of JSON, a few KB of gzip: a mapper would hold 25M cells for its rows.
+    const records = 1_100_000;
+    const json = `{"resourceLogs":[{"scopeLogs":[{"logRecords":[${'{},'.repeat(records - 1)}{}]}]}]}`;
+    const gz = zlib.gzipSync(json, { level: 9 });
+    assert.ok(gz.length < 8 * 1024, `${gz.length} bytes`);
+    const res = await post(`${s.url}/v1/logs`, gz, {
+      ...JSON_CT,
+      'content-encoding': 'gzip',
+      'x-project-id': 'many',
+    });
+    assert.equal(res.status, 413);
+    assert.match(
+      JSON.parse(res.text).message,
+      /more than 1048576 logs rows in one request: send smaller batches/,
+    );
+    // Served on: a well-formed request after it is stored.
+    const ok = await post(`${s.url}/v1/logs`, logsRequest('after-many', ['fine']));
+    assert.equal(ok.status, 200);
+  });
+
   test('an oversized body is 413, announced or streamed', async () => {
     const big = Buffer.alloc(64 * 1024 * 1024 + 1, 0x20);
     const announced = await post(`${s.url}/v1/logs`, big);
