@@ -75,9 +75,13 @@ export function hasServerSettings(execArgv: readonly string[], env: NodeJS.Proce
 export function becomeServerProcess(): void {
   if (hasServerSettings(process.execArgv, process.env)) return;
   if (typeof process.execve !== 'function' || process.platform === 'win32') return;
-  process.execve(
-    process.execPath,
-    [process.execPath, ...withServerFlags(process.execArgv), ...process.argv.slice(1)],
-    withServerEnv(process.env),
-  );
+  try {
+    process.execve(
+      process.execPath,
+      [process.execPath, ...withServerFlags(process.execArgv), ...process.argv.slice(1)],
+      withServerEnv(process.env),
+    );
+  } catch {
+    // The program could not be replaced (a sandbox forbids it, say): it serves as it is.
+  }
 }
