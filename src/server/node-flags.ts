@@ -61,9 +61,10 @@ export function withServerEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
 
 /** Whether a process started with these flags and environment has the server's settings. */
 export function hasServerSettings(execArgv: readonly string[], env: NodeJS.ProcessEnv): boolean {
-  const name = (flag: string) => flag.split('=')[0];
-  const own = new Set(execArgv.map(name));
-  return SERVER_NODE_FLAGS.every((f) => own.has(name(f))) && Object.keys(SERVER_ENV).every((k) => k in env);
+  // Nothing for withServerFlags and withServerEnv to add.
+  return (
+    withServerFlags(execArgv).length === execArgv.length && Object.keys(SERVER_ENV).every((k) => k in env)
+  );
 }
 
 /**
