@@ -59,8 +59,9 @@ export class ProtobufReader implements OtlpReader {
   private readonly ends: number[] = [];
   private readonly types: MessageType[] = [];
   private readonly attributeRuns: Ranges[] = [];
-  /** The field `next` returned: its type and wire type. */
+  /** The field `next` returned: its type, tag and wire type. */
   private type = 0;
+  private fieldTag = 0;
   private wireType = 0;
   serviceName: string | null = null;
   projectId: string | null | undefined;
@@ -99,17 +100,18 @@ export class ProtobufReader implements OtlpReader {
       const id = t < 256 ? type.tags[t]! : -1;
       if (id >= 0) {
         this.type = type.types[id]!;
+        this.fieldTag = t;
         this.wireType = t & 7;
         return id;
       }
-      w.skip(t & 7, end);
+      w.skip(t, end);
     }
     this.depth = d - 1;
     return END;
   }
 
   skip(): void {
-    this.w.skip(this.wireType, this.end());
+    this.w.skip(this.fieldTag, this.end());
   }
 
   readAhead(own: (field: number) => boolean, minBytes: number): boolean {

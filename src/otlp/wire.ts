@@ -166,8 +166,13 @@ export class WireCursor {
     return n;
   }
 
-  /** Skips the value of a field of the given wire type (unknown fields, groups included). */
-  skip(wireType: number, end: number, depth = 0): void {
+  /**
+   * Skips the value of a field whose tag is `fieldTag` (unknown fields, groups included). A group
+   * ends at the end tag of its own field number: another field's end, as a lone end tag, makes the
+   * body invalid, as protobuf's parsers hold it.
+   */
+  skip(fieldTag: number, end: number, depth = 0): void {
+    const wireType = fieldTag & 7;
     switch (wireType) {
       case VARINT:
         this.varint64(end);
@@ -187,8 +192,12 @@ export class WireCursor {
         if (depth >= MAX_GROUP_DEPTH) throw invalid(`groups nested deeper than ${MAX_GROUP_DEPTH} levels`);
         for (;;) {
           const t = this.tag(end);
-          if ((t & 7) === GROUP_END) return;
-          this.skip(t & 7, end, depth + 1);
+          if ((t & 7) !== GROUP_END) this.skip(t, end, depth + 1);
+          else if (t >>> 3 === fieldTag >>> 3) return;
+          else
+            throw invalid(
+              `a group of field ${fieldTag >>> 3} ends as field ${t >>> 3} at offset ${this.pos}`,
+            );
         }
       default:
         throw invalid(`wire type ${wireType} at offset ${this.pos}`);
@@ -202,7 +211,7 @@ export class WireCursor {
     while (this.pos < end) {
       const t = this.tag(end);
       if (t !== fieldTag) {
-        this.skip(t & 7, end);
+        this.skip(t, end);
         continue;
       }
       const n = this.length(end);
@@ -451,7 +460,7 @@ function keyValue(r: WireCursor, start: number, end: number, kv: KeyValueAt): vo
   while (r.pos < end) {
     const t = r.tag(end);
     if (t !== KEY && t !== VALUE) {
-      r.skip(t & 7, end);
+      r.skip(t, end);
       continue;
     }
     const n = r.length(end);
@@ -486,13 +495,13 @@ function lastMember(r: WireCursor, start: number, end: number, m: Member): Membe
       case BOOL_VALUE:
       case INT_VALUE:
       case DOUBLE_VALUE:
-        r.skip(t & 7, end);
+        r.skip(t, end);
         m.tag = t;
         m.start = at;
         m.end = r.pos;
         break;
       default:
-        r.skip(t & 7, end);
+        r.skip(t, end);
     }
   }
   return m;

@@ -393,7 +393,7 @@ test("dropped counts are uint32: one past int32's range is held at 2^31 - 1 on b
   }
 });
 
-test('refused: every truncation protobufjs refuses, deep groups', () => {
+test('refused: every truncation protobufjs refuses, deep groups, a group ended as another field', () => {
   const whole = jsonToProtobuf('traces', tracesRequest(3, 7), codec);
   let refused = 0;
   for (let cut = 0; cut < whole.length; cut++) {
@@ -421,6 +421,23 @@ test('refused: every truncation protobufjs refuses, deep groups', () => {
     outcome(() => wired('traces', request([[...ids, ...groups(101)]]))),
     { error: 'refused' },
   );
+  // A group ends at its own field's end tag (protoc and upb refuse another; protobufjs does not
+  // look), and an end tag with no group open is no field at all.
+  const groupOf = (start: number, endField: number): Bytes => [
+    ...varint((start << 3) | 3),
+    ...num(1, 7),
+    ...varint((endField << 3) | 4),
+  ];
+  assert.equal(wired('traces', request([[...ids, ...groupOf(30, 30)]])).items, 1);
+  for (const [label, span] of [
+    ['a group of field 30 ended as field 31', [...ids, ...groupOf(30, 31)]],
+    ['a lone end tag', [...ids, ...varint((30 << 3) | 4)]],
+  ] as [string, Bytes][])
+    assert.deepEqual(
+      outcome(() => wired('traces', request([span]))),
+      { error: 'refused' },
+      label,
+    );
 });
 
 test('refused as protobuf parsers refuse them: a tag or a length beyond 32 bits, field number 0', () => {
