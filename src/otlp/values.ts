@@ -103,11 +103,17 @@ export function droppedCount(v: unknown, field: string): number {
   return int32(v, field);
 }
 
-/** A fixed32 flags field as the bigint of a long column. */
+/**
+ * A fixed32 flags field as the bigint of a long column. A value outside 0..2^32 - 1 is refused, as
+ * protobuf's JSON parsers refuse it (a protobuf body cannot carry one).
+ */
 export function flags(v: unknown, field: string): bigint {
   if (v === undefined || v === null || v === 0) return 0n;
   if (typeof v === 'number' && v >= 0 && v <= 0xffffffff && Number.isInteger(v)) return BigInt(v);
-  return int64(v, field);
+  const n = int64(v, field);
+  if (n < 0n || n > 0xffffffffn)
+    throw new OtlpDecodeError(`${field}: ${n} is outside the 32-bit unsigned range`);
+  return n;
 }
 
 /** A double field (0 when absent): numbers, "NaN"/"Infinity"/"-Infinity" and numeric strings. */

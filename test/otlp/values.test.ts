@@ -464,10 +464,19 @@ test('malformed bodies throw OtlpDecodeError with a useful message', async () =>
       '{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"timeUnixNano":"99999999999999999999"}]}]}]}',
       /outside the 64-bit range/,
     ],
+    // flags is a fixed32: protobuf's JSON parsers refuse what a protobuf body cannot carry.
+    ...['4294967296', '"4294967296"', '-1', '"-1"', '9007199254740991'].map((v): [string, RegExp] => [
+      `{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"flags":${v}}]}]}]}`,
+      /logRecord\.flags: -?\d+ is outside the 32-bit unsigned range/,
+    ]),
+    [
+      `{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"${'ab'.repeat(16)}","spanId":"${'cd'.repeat(8)}","flags":4294967296}]}]}]}`,
+      /flags: 4294967296 is outside the 32-bit unsigned range/,
+    ],
   ];
   for (const [text, message] of bad) {
     assert.throws(
-      () => mapJsonText('logs', text),
+      () => mapJsonText(text.startsWith('{"resourceSpans"') ? 'traces' : 'logs', text),
       (err: unknown) => err instanceof OtlpDecodeError && message.test(err.message),
       text,
     );
