@@ -5,6 +5,7 @@ import type { Logger } from '../index.ts';
 import { TokenFile } from '../storage/tokens.ts';
 import { VERSION } from '../version.ts';
 import { registerAccess } from './access.ts';
+import { registerCors } from './cors.ts';
 import { Decoders } from './decode.ts';
 import { ProjectRates } from './fairness.ts';
 import { registerIngestRoutes } from './ingest.ts';
@@ -88,6 +89,9 @@ export async function buildServer(logger: Logger, opts: BuildServerOptions = {})
     done();
   });
   app.addHook('onClose', async () => loopDelay.close());
+
+  // CORS for browser SDKs, when configured: its hook answers a preflight before the access hook.
+  await registerCors(app, server);
 
   // Before the routes: every request passes the Host rule and, with auth on, shows its token.
   const tokens = new TokenFile(logger.layout.tokensFile);

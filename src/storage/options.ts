@@ -148,6 +148,18 @@ export interface ServerConfig {
   attribute_count_limit: number;
   /** Characters an attribute's string value keeps (also inside arrays and maps); longer ones are cut. */
   attribute_value_length_limit: number;
+  /**
+   * Web origins whose pages may send OTLP to /v1/* (CORS, for browser SDKs): `https://app.example.com`,
+   * one `*` within an origin (`https://*.example.com`), or `*` for any. Empty: CORS off.
+   */
+  cors_allowed_origins: string[];
+  /**
+   * Request headers such pages may send besides Content-Type, Content-Encoding, Authorization and
+   * X-Project-Id; `*` for any.
+   */
+  cors_allowed_headers: string[];
+  /** Seconds a browser may keep a preflight's answer (Access-Control-Max-Age). */
+  cors_max_age_s: number;
 }
 
 export interface LoggerOptions {
@@ -217,6 +229,10 @@ export function defaultOptions(): LoggerOptions {
       project_max_rows_per_s: null,
       attribute_count_limit: 1024,
       attribute_value_length_limit: 65_536,
+      cors_allowed_origins: [],
+      cors_allowed_headers: [],
+      // Chromium's own limit; a preflight cached longer is asked again anyway.
+      cors_max_age_s: 7200,
     },
   };
 }
@@ -395,6 +411,29 @@ export function validateOptions(o: LoggerOptions): void {
     isPosInt(v.attribute_value_length_limit),
     'server_config.attribute_value_length_limit: expected a positive integer',
   );
+  check(
+    Array.isArray(v.cors_allowed_origins) && v.cors_allowed_origins.every(isCorsOrigin),
+    'server_config.cors_allowed_origins: expected a list of origins (scheme://host[:port], at most one *), or "*"',
+  );
+  check(
+    Array.isArray(v.cors_allowed_headers) &&
+      v.cors_allowed_headers.every((h) => typeof h === 'string' && HEADER_NAME.test(h)),
+    'server_config.cors_allowed_headers: expected a list of header names, or "*"',
+  );
+  check(
+    Number.isSafeInteger(v.cors_max_age_s) && v.cors_max_age_s >= 0 && v.cors_max_age_s <= 86_400,
+    'server_config.cors_max_age_s: expected an integer 0..86400',
+  );
+}
+
+/** An HTTP header name (RFC 9110's token), which `*` also is. */
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+
+/** `*`, or an origin as browsers send it (scheme://host[:port], no path) with at most one `*`. */
+function isCorsOrigin(v: unknown): boolean {
+  if (typeof v !== 'string') return false;
+  if (v === '*') return true;
+  return /^[A-Za-z][A-Za-z0-9+.-]*:\/\/[^\s/?#]+$/.test(v) && v.indexOf('*') === v.lastIndexOf('*');
 }
 
 /** options.json cannot be read or is not JSON; the message names the file. */

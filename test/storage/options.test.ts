@@ -108,6 +108,31 @@ describe('options', () => {
     );
   });
 
+  it('CORS: origins as browsers send them, with at most one *; header names; a max age', () => {
+    const corsOf = (server_config: object) => mergeOptions(defaultOptions(), { server_config }).server_config;
+    assert.deepEqual(defaultOptions().server_config.cors_allowed_origins, [], 'off by default');
+    const origins = ['*', 'https://app.example.com', 'http://localhost:3000', 'https://*.example.org'];
+    assert.deepEqual(corsOf({ cors_allowed_origins: origins }).cors_allowed_origins, origins);
+    assert.deepEqual(corsOf({ cors_allowed_headers: ['X-Custom', '*'] }).cors_allowed_headers, [
+      'X-Custom',
+      '*',
+    ]);
+    for (const bad of ['https://app.example.com/', 'app.example.com', 'https://*.*.example.org', '', 5]) {
+      assert.throws(
+        () => corsOf({ cors_allowed_origins: [bad] }),
+        /cors_allowed_origins: expected a list of origins/,
+        String(bad),
+      );
+    }
+    assert.throws(() => corsOf({ cors_allowed_origins: 'https://a.example' }), /cors_allowed_origins/);
+    for (const bad of ['X Custom', 'X-Custom:', '']) {
+      assert.throws(() => corsOf({ cors_allowed_headers: [bad] }), /cors_allowed_headers: expected a list/);
+    }
+    for (const bad of [-1, 1.5, 86_401, '60']) {
+      assert.throws(() => corsOf({ cors_max_age_s: bad }), /cors_max_age_s: expected an integer 0\.\.86400/);
+    }
+  });
+
   it('an options.json that cannot be read or parsed is named, on one line', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'otelake-opts-'));
     try {
