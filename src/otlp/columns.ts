@@ -183,6 +183,11 @@ const NULL_CELLS_MAX_ROWS = 8192;
  */
 export const MAX_HELD_ROWS = 1 << 20;
 
+/** A request of more rows than the server takes at once (413). */
+export function tooManyRows(max: number, table: TableName | string): TooManyRowsError {
+  return new TooManyRowsError(`more than ${max} ${table} rows in one request: send smaller batches`);
+}
+
 /**
  * The rows of one table a mapper has made and not yet handed on: their cells in one array, row
  * after row (`width` cells each), written by column index, null until written. A fresh array each
@@ -192,14 +197,16 @@ export class TableRows {
   readonly table: TableName;
   private readonly shared: SharedColumns;
   private readonly width: number;
+  private readonly maxRows: number;
   private cells: unknown[];
   /** Rows made since the last `flush`. */
   n = 0;
   /** Rows handed on. */
   flushed = 0;
 
-  constructor(table: TableName) {
+  constructor(table: TableName, maxRows = MAX_HELD_ROWS) {
     this.table = table;
+    this.maxRows = Math.min(maxRows, MAX_HELD_ROWS);
     let shared = SHARED_COLUMNS.get(table);
     if (shared === undefined) {
       shared = columnsOf(table, SHARED);
@@ -220,16 +227,13 @@ export class TableRows {
     return this.n++;
   }
 
-  /** Twice the rows' room, the new cells null (as the sink takes them: never undefined). */
+  /** Twice the rows' room (at most maxRows), the new cells null (as the sink takes them: never undefined). */
   private grow(): void {
     const cells = this.cells;
     const size = cells.length;
-    const next = Math.max(2 * size, this.width);
-    if (next > MAX_HELD_ROWS * this.width) {
-      throw new TooManyRowsError(
-        `a resource of more than ${MAX_HELD_ROWS} ${this.table} rows in one request: send smaller batches`,
-      );
-    }
+    const most = this.maxRows * this.width;
+    if (size >= most) throw tooManyRows(this.maxRows, this.table);
+    const next = Math.min(Math.max(2 * size, this.width), most);
     cells.length = next;
     cells.fill(null, size);
   }

@@ -12,8 +12,8 @@ export class LossyJsonNumber extends Error {
 }
 
 /**
- * A request whose resource holds more rows than a mapper holds at once (MAX_HELD_ROWS): answered
- * 413, as a body beyond the size limit is.
+ * A request of more rows of a table than the server takes at once (MapContext.maxRows, at most
+ * MAX_HELD_ROWS): answered 413, as a body beyond the size limit is.
  */
 export class TooManyRowsError extends OtlpDecodeError {
   readonly status = 413;

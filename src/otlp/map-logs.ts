@@ -25,7 +25,7 @@ export class LogMapper extends RequestWalker {
   private readonly logs: TableRows;
 
   constructor(r: OtlpReader, ctx: MapContext) {
-    const logs = new TableRows('logs');
+    const logs = new TableRows('logs', ctx.maxRows);
     super(
       r,
       ctx,

@@ -95,8 +95,8 @@ export class MetricMapper extends RequestWalker {
   private readonly negativeCounts = new Int64List();
 
   constructor(r: OtlpReader, ctx: MapContext) {
-    const points = new TableRows('metrics_points');
-    const hist = new TableRows('metrics_hist');
+    const points = new TableRows('metrics_points', ctx.maxRows);
+    const hist = new TableRows('metrics_hist', ctx.maxRows);
     super(
       r,
       ctx,

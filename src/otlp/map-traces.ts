@@ -59,9 +59,9 @@ export class TraceMapper extends RequestWalker {
   private readonly links: TableRows;
 
   constructor(r: OtlpReader, ctx: MapContext) {
-    const spans = new TableRows('spans');
-    const events = new TableRows('span_events');
-    const links = new TableRows('span_links');
+    const spans = new TableRows('spans', ctx.maxRows);
+    const events = new TableRows('span_events', ctx.maxRows);
+    const links = new TableRows('span_links', ctx.maxRows);
     super(
       r,
       ctx,

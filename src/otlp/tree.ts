@@ -7,8 +7,8 @@
 import { type RefusedProject, resourceProjectId } from '../schema/project.ts';
 import type { Row, TableName } from '../schema/tables.ts';
 import { nanosToMicros } from '../schema/time.ts';
-import { MAX_HELD_ROWS } from './columns.ts';
-import { LossyJsonNumber, OtlpDecodeError, TooManyRowsError } from './errors.ts';
+import { MAX_HELD_ROWS, tooManyRows } from './columns.ts';
+import { LossyJsonNumber, OtlpDecodeError } from './errors.ts';
 import type { MapContext, Signal } from './request.ts';
 import {
   attributesJson,
@@ -160,7 +160,7 @@ function isNumberChar(c: number): boolean {
  * field has the wrong type. Tables without rows are left out of `tables`.
  */
 export function mapTree(signal: Signal, root: Msg, ctx: MapContext): Mapped {
-  const st: MapState = { invalidIds: 0 };
+  const st: TreeState = { invalidIds: 0, maxRows: Math.min(ctx.maxRows ?? MAX_HELD_ROWS, MAX_HELD_ROWS) };
   const tables: Partial<Record<TableName, Row[]>> = {};
   let items: number;
   if (signal === 'traces') {
@@ -244,13 +244,15 @@ function scopeCols(sx: Msg): ScopeCols {
   };
 }
 
-/** A repeated message field: every element must be an object. */
-function items(v: unknown, field: string): readonly Msg[] {
+/** What mapping a tree keeps: the ids found invalid, and the request's cap on rows per list. */
+interface TreeState extends MapState {
+  maxRows: number;
+}
+
+/** A repeated message field: every element must be an object; at most `max` of them. */
+function items(v: unknown, field: string, max = MAX_HELD_ROWS): readonly Msg[] {
   const arr = list(v, field);
-  if (arr.length > MAX_HELD_ROWS)
-    throw new TooManyRowsError(
-      `more than ${MAX_HELD_ROWS} ${field} in one list of one request: send smaller batches`,
-    );
+  if (arr.length > max) throw tooManyRows(max, field);
   for (let i = 0; i < arr.length; i++) {
     const x = arr[i];
     if (typeof x !== 'object' || x === null || Array.isArray(x)) fail(`${field}[${i}]`, 'an object', x);
@@ -260,12 +262,12 @@ function items(v: unknown, field: string): readonly Msg[] {
 
 // --- traces ----------------------------------------------------------------------------------
 
-function mapTraces(root: Msg, ctx: MapContext, st: MapState, out: Row[], outEvents: Row[], outLinks: Row[]) {
+function mapTraces(root: Msg, ctx: MapContext, st: TreeState, out: Row[], outEvents: Row[], outLinks: Row[]) {
   for (const rs of items(root.resourceSpans ?? root.resource_spans, 'resourceSpans')) {
     const r = resourceCols(rs, ctx);
     for (const ss of items(rs.scopeSpans ?? rs.scope_spans, 'scopeSpans')) {
       const s = scopeCols(ss);
-      for (const sp of items(ss.spans, 'spans')) {
+      for (const sp of items(ss.spans, 'spans', st.maxRows)) {
         const traceId = id(sp.traceId ?? sp.trace_id, 16, 'span.traceId', st);
         const spanId = id(sp.spanId ?? sp.span_id, 8, 'span.spanId', st);
         const name = str(sp.name, 'span.name');
@@ -273,8 +275,8 @@ function mapTraces(root: Msg, ctx: MapContext, st: MapState, out: Row[], outEven
         const end = int64(sp.endTimeUnixNano ?? sp.end_time_unix_nano, 'span.endTimeUnixNano');
         const eventTs = nanosToMicros(start);
         const status = obj(sp.status, 'span.status');
-        const events = items(sp.events, 'span.events');
-        const links = items(sp.links, 'span.links');
+        const events = items(sp.events, 'span.events', st.maxRows);
+        const links = items(sp.links, 'span.links', st.maxRows);
         out.push({
           event_ts: eventTs,
           trace_id: traceId,
@@ -354,12 +356,12 @@ function mapTraces(root: Msg, ctx: MapContext, st: MapState, out: Row[], outEven
 
 // --- logs ------------------------------------------------------------------------------------
 
-function mapLogs(root: Msg, ctx: MapContext, st: MapState, out: Row[]) {
+function mapLogs(root: Msg, ctx: MapContext, st: TreeState, out: Row[]) {
   for (const rl of items(root.resourceLogs ?? root.resource_logs, 'resourceLogs')) {
     const r = resourceCols(rl, ctx);
     for (const sl of items(rl.scopeLogs ?? rl.scope_logs, 'scopeLogs')) {
       const s = scopeCols(sl);
-      for (const lr of items(sl.logRecords ?? sl.log_records, 'logRecords')) {
+      for (const lr of items(sl.logRecords ?? sl.log_records, 'logRecords', st.maxRows)) {
         const time = int64(lr.timeUnixNano ?? lr.time_unix_nano, 'logRecord.timeUnixNano');
         const observed = int64(
           lr.observedTimeUnixNano ?? lr.observed_time_unix_nano,
@@ -408,7 +410,7 @@ interface MetricCols {
   metric_metadata: string;
 }
 
-function mapMetrics(root: Msg, ctx: MapContext, st: MapState, points: Row[], hist: Row[]) {
+function mapMetrics(root: Msg, ctx: MapContext, st: TreeState, points: Row[], hist: Row[]) {
   for (const rm of items(root.resourceMetrics ?? root.resource_metrics, 'resourceMetrics')) {
     const r = resourceCols(rm, ctx);
     for (const sm of items(rm.scopeMetrics ?? rm.scope_metrics, 'scopeMetrics')) {
@@ -428,10 +430,10 @@ function mapMetrics(root: Msg, ctx: MapContext, st: MapState, points: Row[], his
   }
 }
 
-function mapMetricData(metric: Msg, m: MetricCols, st: MapState, points: Row[], hist: Row[]) {
+function mapMetricData(metric: Msg, m: MetricCols, st: TreeState, points: Row[], hist: Row[]) {
   const gauge = obj(metric.gauge, 'metric.gauge');
   if (gauge !== null) {
-    for (const p of items(gauge.dataPoints ?? gauge.data_points, 'gauge.dataPoints')) {
+    for (const p of items(gauge.dataPoints ?? gauge.data_points, 'gauge.dataPoints', st.maxRows)) {
       points.push(numberRow(m, 'gauge', null, null, p, st));
     }
     return;
@@ -440,7 +442,7 @@ function mapMetricData(metric: Msg, m: MetricCols, st: MapState, points: Row[], 
   if (sum !== null) {
     const temporality = temporalityOf(sum, 'sum');
     const monotonic = bool(sum.isMonotonic ?? sum.is_monotonic, 'sum.isMonotonic');
-    for (const p of items(sum.dataPoints ?? sum.data_points, 'sum.dataPoints')) {
+    for (const p of items(sum.dataPoints ?? sum.data_points, 'sum.dataPoints', st.maxRows)) {
       points.push(numberRow(m, 'sum', temporality, monotonic, p, st));
     }
     return;
@@ -448,7 +450,11 @@ function mapMetricData(metric: Msg, m: MetricCols, st: MapState, points: Row[], 
   const histogram = obj(metric.histogram, 'metric.histogram');
   if (histogram !== null) {
     const temporality = temporalityOf(histogram, 'histogram');
-    for (const p of items(histogram.dataPoints ?? histogram.data_points, 'histogram.dataPoints')) {
+    for (const p of items(
+      histogram.dataPoints ?? histogram.data_points,
+      'histogram.dataPoints',
+      st.maxRows,
+    )) {
       hist.push(histogramRow(m, temporality, p, st));
     }
     return;
@@ -462,6 +468,7 @@ function mapMetricData(metric: Msg, m: MetricCols, st: MapState, points: Row[], 
     for (const p of items(
       exponential.dataPoints ?? exponential.data_points,
       'exponentialHistogram.dataPoints',
+      st.maxRows,
     )) {
       hist.push(exponentialRow(m, temporality, p, st));
     }
@@ -469,7 +476,7 @@ function mapMetricData(metric: Msg, m: MetricCols, st: MapState, points: Row[], 
   }
   const summary = obj(metric.summary, 'metric.summary');
   if (summary !== null) {
-    for (const p of items(summary.dataPoints ?? summary.data_points, 'summary.dataPoints')) {
+    for (const p of items(summary.dataPoints ?? summary.data_points, 'summary.dataPoints', st.maxRows)) {
       hist.push(summaryRow(m, p, st));
     }
   }

@@ -50,6 +50,7 @@ export async function buildServer(logger: Logger, opts: BuildServerOptions = {})
     limits: {
       countLimit: server.attribute_count_limit,
       valueLengthLimit: server.attribute_value_length_limit,
+      maxRows: limits.maxRowsPerRequest,
     },
     workers: limits.decodeWorkers,
     ...(opts.protobuf === undefined ? {} : { protobuf: opts.protobuf }),

@@ -9,12 +9,14 @@
 import { BatchBuilder, type PackedBatch } from '../delta/batch.ts';
 import {
   type BodyFormat,
+  MAX_HELD_ROWS,
   mapRequest,
   OtlpDecodeError,
   protobufInstalled,
   type RowSink,
   type Signal,
   TooManyRowsError,
+  tooManyRows,
 } from '../otlp/index.ts';
 import { AttributeLimiter, type AttributeLimits } from '../otlp/limits.ts';
 import type { RefusedProject } from '../schema/project.ts';
@@ -127,6 +129,8 @@ export class RequestDecoder implements RowSink {
   private readonly settings: ValidationSettings;
   private readonly builds: Partial<Record<TableName, TableBuild>> = {};
   private readonly limiter: AttributeLimiter;
+  /** Rows of one table a request may make (413 beyond): the decoded rows are what a tiny body can inflate to. */
+  private readonly maxRows: number;
   /** A body is decompressed into a buffer the next one reuses: mapping is done with it by then. */
   private readonly decompressors = new KeptDecompressors();
   /**
@@ -140,10 +144,11 @@ export class RequestDecoder implements RowSink {
   private run = 0;
 
   /** `protobuf`: whether protobuf bodies are decoded (the optional protobufjs package is there). */
-  constructor(protobuf: boolean, settings: ValidationSettings, limits: AttributeLimits) {
+  constructor(protobuf: boolean, settings: ValidationSettings, limits: DecodeLimits) {
     this.protobuf = protobuf;
     this.settings = settings;
     this.limiter = new AttributeLimiter(limits);
+    this.maxRows = Math.min(limits.maxRows ?? MAX_HELD_ROWS, MAX_HELD_ROWS);
   }
 
   decode(task: DecodeTask): DecodeResult {
@@ -167,7 +172,11 @@ export class RequestDecoder implements RowSink {
           task.signal,
           task.format,
           body,
-          { headerProjectId: task.headerProjectId, defaultProjectId: task.defaultProjectId },
+          {
+            headerProjectId: task.headerProjectId,
+            defaultProjectId: task.defaultProjectId,
+            maxRows: this.maxRows,
+          },
           this,
         ));
       } catch (err) {
@@ -198,7 +207,7 @@ export class RequestDecoder implements RowSink {
       t = new TableBuild(table, this.settings);
       this.builds[table] = t;
     }
-    t.rows++;
+    if (++t.rows > this.maxRows) throw tooManyRows(this.maxRows, table);
     // Every table's first column: a valid id, or a RefusedProject (the resource's project.id broke the rule).
     const project = cells[at];
     if (typeof project !== 'string') {
@@ -243,11 +252,16 @@ export class RequestDecoder implements RowSink {
   }
 }
 
+/** The attribute limits, and the rows of one table a request may make (default MAX_HELD_ROWS). */
+export interface DecodeLimits extends AttributeLimits {
+  maxRows?: number;
+}
+
 export interface DecoderInit {
   /** Decode protobuf bodies (the optional protobufjs package is there). */
   protobuf: boolean;
   settings: ValidationSettings;
-  limits: AttributeLimits;
+  limits: DecodeLimits;
 }
 
 /**
@@ -281,7 +295,7 @@ export const INLINE_BODY_BYTES = 8 * 1024;
 
 export interface DecodersOptions {
   settings: ValidationSettings;
-  limits: AttributeLimits;
+  limits: DecodeLimits;
   workers: number;
   /** Whether protobuf bodies are decoded. Default: when the optional protobufjs is installed. */
   protobuf?: boolean;

@@ -10,6 +10,7 @@ import { type Server, STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import { availableParallelism } from 'node:os';
 import type { FastifyHttpOptions, FastifyInstance } from 'fastify';
+import { MAX_HELD_ROWS } from '../otlp/index.ts';
 import { type MemoryLimit, memoryLimit, type ServerConfig } from '../storage/options.ts';
 import { BodyBudget } from './body.ts';
 import { isIngestRoute, refuseWhileStopping } from './ingest.ts';
@@ -45,6 +46,15 @@ const CONCURRENT_READS = 4;
  * a server in a 512 MiB cgroup killed, where the same four one after the other held.
  */
 const CONCURRENT_READS_MEMORY = 1024 * MiB;
+/**
+ * A request may make one row of a table per this many bytes of the memory limit: a quarter of it
+ * at 1 KiB a row. A decoder took 390-920 bytes per empty log record of one request (the cheapest
+ * row to send: 2 bytes of protobuf, fewer in gzip), and its packed batch 123 more, held on through
+ * the log and the writer; one such request of a million records took a server to 552 MiB.
+ */
+const MEMORY_PER_REQUEST_ROW = 4096;
+/** Rows of one table a request may make by default, at least (a memory limit below 64 MiB). */
+const MIN_ROWS_PER_REQUEST = 16_384;
 /** The longest between two log lines about refused connections. */
 const DROP_LOG_INTERVAL_MS = 60_000;
 
@@ -81,6 +91,15 @@ export function decodeWorkerCount(configured: number | null, cores: number, memo
   return Math.max(1, Math.min(cores, Math.floor(memory / MEMORY_PER_DECODER)));
 }
 
+/**
+ * Rows of one table a request may make, from the memory limit (MEMORY_PER_REQUEST_ROW), between
+ * MIN_ROWS_PER_REQUEST and MAX_HELD_ROWS: 65,536 in 256 MiB, the most from 4 GiB. A few KB of gzip
+ * can inflate to a million empty log records.
+ */
+export function rowsPerRequest(memory: number): number {
+  return Math.min(MAX_HELD_ROWS, Math.max(MIN_ROWS_PER_REQUEST, Math.floor(memory / MEMORY_PER_REQUEST_ROW)));
+}
+
 /** /api/* reads answered at once: the configured number, else what the memory limit allows. */
 export function concurrentReads(configured: number | null, memory: number): number {
   if (configured !== null) return configured;
@@ -113,6 +132,8 @@ export class ServerLimits {
   readonly decodeWorkers: number;
   /** /api/* reads answered at once. */
   readonly maxConcurrentReads: number;
+  /** Rows of one table a request may make (413 beyond). */
+  readonly maxRowsPerRequest: number;
   private connectionsRefused = 0;
   private dropLoggedAt = Number.NEGATIVE_INFINITY;
   /** Connections whose current request was answered before its body was read to the end. */
@@ -125,6 +146,7 @@ export class ServerLimits {
     this.bodies = new BodyBudget(bodyBytesInFlight(cfg.max_body_bytes_in_flight, memory));
     this.decodeWorkers = decodeWorkerCount(cfg.decode_workers, availableParallelism(), memory);
     this.maxConcurrentReads = concurrentReads(cfg.max_concurrent_reads, memory);
+    this.maxRowsPerRequest = rowsPerRequest(memory);
     this.fileLimit = openFileLimit();
     this.maxConnections = connectionLimit(cfg.max_connections, this.fileLimit);
   }
@@ -144,6 +166,7 @@ export class ServerLimits {
       ...(c.max_concurrent_reads === null
         ? [`${this.maxConcurrentReads} read${this.maxConcurrentReads === 1 ? '' : 's'} at once`]
         : []),
+      `${this.maxRowsPerRequest} rows of a table per request`,
     ];
     return `memory limit ${mib(bytes)} (${from})${set.length > 0 ? `: ${set.join(', ')}` : ''}`;
   }

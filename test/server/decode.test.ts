@@ -11,11 +11,18 @@ import { describe, test } from 'node:test';
 import type { Worker } from 'node:worker_threads';
 import Fastify from 'fastify';
 import { Logger } from '../../src/index.ts';
+import { loadProtobuf, type Signal } from '../../src/otlp/index.ts';
 import { BodyBudget } from '../../src/server/body.ts';
-import { Decoders, type DecodeTask, INLINE_BODY_BYTES } from '../../src/server/decode.ts';
+import {
+  type DecodeResult,
+  Decoders,
+  type DecodeTask,
+  INLINE_BODY_BYTES,
+  RequestDecoder,
+} from '../../src/server/decode.ts';
 import { registerIngestRoutes } from '../../src/server/ingest.ts';
 import { WorkerLost } from '../../src/storage/worker-pool.ts';
-import { DEFAULT_SETTINGS } from '../otlp/helpers.ts';
+import { DEFAULT_SETTINGS, jsonToProtobuf } from '../otlp/helpers.ts';
 
 const LIMITS = { countLimit: 128, valueLengthLimit: 4096 };
 
@@ -140,5 +147,64 @@ describe('a decode worker that ends with bodies in hand', () => {
       await logger.stop();
       await rm(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe('the rows a request may make (limits.maxRows, from the memory limit)', () => {
+  const capped = new RequestDecoder(true, DEFAULT_SETTINGS, { ...LIMITS, maxRows: 1000 });
+  const decode = (body: Uint8Array, format: 'json' | 'protobuf' = 'json', signal: Signal = 'logs') =>
+    capped.decode({ ...task(Buffer.from(body)), format, signal });
+  const refused = (r: DecodeResult, table: string) => {
+    assert.ok(!r.ok, 'refused');
+    assert.equal(r.status, 413);
+    assert.match(r.message, new RegExp(`more than 1000 ${table} rows in one request: send smaller batches`));
+  };
+  const resource = (n: number, bytes = 10) => ({
+    scopeLogs: [
+      {
+        logRecords: Array.from({ length: n }, (_, i) => ({
+          body: { stringValue: `${i}${'x'.repeat(bytes)}` },
+        })),
+      },
+    ],
+  });
+
+  test('a resource, or resources together, of more rows than the cap: 413; the cap itself is taken', async () => {
+    const ok = decode(Buffer.from(JSON.stringify({ resourceLogs: [resource(1000)] })));
+    assert.ok(ok.ok && ok.tables.logs!.batch.numRows === 1000);
+    refused(decode(Buffer.from(JSON.stringify({ resourceLogs: [resource(1001)] }))), 'logs');
+    refused(
+      decode(Buffer.from(JSON.stringify({ resourceLogs: [resource(400), resource(400), resource(400)] }))),
+      'logs',
+    );
+    // The decoder takes the next request as before.
+    assert.ok(decode(Buffer.from(JSON.stringify({ resourceLogs: [resource(10)] }))).ok);
+  });
+
+  test('protobuf, a large resource whose rows are handed on as they are made; the tree route', async () => {
+    const codec = (await loadProtobuf())!;
+    // 1,001 records of 300 bytes: a resource over 256 KiB, handed on every 256 rows.
+    const large = jsonToProtobuf('logs', { resourceLogs: [resource(1001, 300)] }, codec);
+    assert.ok(large.length > 256 * 1024);
+    refused(decode(large, 'protobuf'), 'logs');
+    assert.ok(decode(jsonToProtobuf('logs', { resourceLogs: [resource(1000, 300)] }, codec), 'protobuf').ok);
+    // snake_case keys: the JSON reader declines, JSON.parse's tree maps it.
+    const snake = JSON.stringify({
+      resource_logs: [{ scope_logs: [{ log_records: resource(1001).scopeLogs[0]!.logRecords }] }],
+    });
+    refused(decode(Buffer.from(snake)), 'log_records|logRecords');
+  });
+
+  test('span events count apart from their spans', () => {
+    const spans = Array.from({ length: 600 }, (_, i) => ({
+      traceId: 'ab'.repeat(16),
+      spanId: (i + 1).toString(16).padStart(16, '0'),
+      name: 's',
+      startTimeUnixNano: '1700000000000000000',
+      endTimeUnixNano: '1700000000000000001',
+      events: [{ name: 'e1' }, { name: 'e2' }],
+    }));
+    const body = Buffer.from(JSON.stringify({ resourceSpans: [{ scopeSpans: [{ spans }] }] }));
+    refused(decode(body, 'json', 'traces'), 'span_events');
   });
 });

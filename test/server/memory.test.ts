@@ -12,7 +12,13 @@ import { request } from 'node:http';
 import { availableParallelism, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import { bodyBytesInFlight, concurrentReads, decodeWorkerCount } from '../../src/server/limits.ts';
+import { gzipSync } from 'node:zlib';
+import {
+  bodyBytesInFlight,
+  concurrentReads,
+  decodeWorkerCount,
+  rowsPerRequest,
+} from '../../src/server/limits.ts';
 import { SERVER_ENV, SERVER_NODE_FLAGS } from '../../src/server/node-flags.ts';
 import { defaultOptions, memoryLimit, mergeOptions, validateOptions } from '../../src/storage/options.ts';
 import { type ChildServer, childPids, startChildServer } from './helpers/child-server.ts';
@@ -36,6 +42,10 @@ test('the memory limit sets the defaults of bodies in flight and decode workers'
   assert.equal(concurrentReads(null, 24 * 1024 * MiB), 4);
   assert.equal(concurrentReads(null, 512 * MiB), 1);
   assert.equal(concurrentReads(3, 512 * MiB), 3, 'a configured number wins');
+  assert.equal(rowsPerRequest(256 * MiB), 65_536);
+  assert.equal(rowsPerRequest(512 * MiB), 131_072);
+  assert.equal(rowsPerRequest(32 * MiB), 16_384, 'at least the Collector batch twice over');
+  assert.equal(rowsPerRequest(24 * 1024 * MiB), 1_048_576, 'at most MAX_HELD_ROWS');
   assert.deepEqual(memoryLimit(300 * MiB), { bytes: 300 * MiB, from: 'server_config.memory_limit_bytes' });
   // Outside a container, the machine's memory (this process is not in a limited cgroup, or the
   // cgroup's limit is below the machine's).
@@ -196,7 +206,7 @@ test('in a 256 MiB cgroup the server plans for it and holds the Collector-size r
   assert.equal(h.http.max_body_bytes_in_flight, 32 * MiB);
   assert.match(
     log(),
-    /memory limit 256 MiB \(the cgroup's\): 1 decode worker, 32 MiB of request bodies in flight, 1 read at once/,
+    /memory limit 256 MiB \(the cgroup's\): 1 decode worker, 32 MiB of request bodies in flight, 1 read at once, 65536 rows of a table per request/,
   );
 
   // Eight clients, each sending 8,192 spans (~7 MB of JSON) a request, as fast as answered, for 4 s.
@@ -298,7 +308,58 @@ test('in a 256 MiB cgroup the server plans for it and holds the Collector-size r
   assert.ok(readProcesses > 0, 'the reads ran in child processes');
   assert.equal((await postTraces(url, bodies[0]!)).status, 200, 'ingest after the reads');
   assert.equal(killed, null, `the server ${killed}: ${log()}`);
+
+  // A few KB of gzip that inflate to a million empty log records, in JSON and in protobuf (one
+  // took a server to 552 MiB): refused at the rows a request may make in 256 MiB, before they
+  // take the memory, and the server goes on.
+  const records = 1_000_000;
+  const json = `{"resourceLogs":[{"scopeLogs":[{"logRecords":[${'{},'.repeat(records - 1)}{}]}]}]}`;
+  const scope = Buffer.concat([Buffer.from([0x12, ...varint(2 * records)]), Buffer.alloc(2 * records)]);
+  for (let i = 0; i < records; i++) scope[scope.length - 2 * records + 2 * i] = 0x12; // log_records {}
+  const proto = Buffer.concat([Buffer.from([0x0a, ...varint(scope.length)]), scope]);
+  for (const [type, body] of [
+    ['application/json', json],
+    ['application/x-protobuf', proto],
+  ] as const) {
+    const gz = gzipSync(body, { level: 9 });
+    assert.ok(gz.length < 16 * 1024, `${gz.length} bytes of gzip`);
+    const r = await postLogs(url, gz, type);
+    assert.equal(r.status, 413, `${type}: ${r.body}`);
+    assert.match(r.body, /more than 65536 logs rows in one request: send smaller batches/);
+    assert.equal(killed, null, `the server ${killed} on ${type}: ${log()}`);
+  }
+  assert.equal((await postTraces(url, bodies[0]!)).status, 200, 'ingest after the refusals');
+  assert.equal(killed, null, `the server ${killed}: ${log()}`);
 });
+
+function varint(v: number): number[] {
+  const out: number[] = [];
+  for (; v > 127; v = Math.floor(v / 128)) out.push((v & 127) | 128);
+  out.push(v);
+  return out;
+}
+
+/** POSTs a gzip body to /v1/logs: the status and the answer's text. */
+function postLogs(url: string, gz: Buffer, type: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve) => {
+    const req = request(
+      `${url}/v1/logs`,
+      {
+        method: 'POST',
+        headers: { 'content-type': type, 'content-encoding': 'gzip', 'x-project-id': 'mem' },
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () =>
+          resolve({ status: res.statusCode!, body: Buffer.concat(chunks).toString('latin1') }),
+        );
+      },
+    );
+    req.on('error', () => resolve({ status: 0, body: '' }));
+    req.end(gz);
+  });
+}
 
 /** GETs `url`: its status and whole body ('' and status 0 when the connection ended early). */
 function getText(url: string): Promise<{ status: number; body: string }> {
