@@ -8,7 +8,7 @@ import { type RefusedProject, resourceProjectId } from '../schema/project.ts';
 import type { Row, TableName } from '../schema/tables.ts';
 import { nanosToMicros } from '../schema/time.ts';
 import { MAX_HELD_ROWS, tooManyRows } from './columns.ts';
-import { LossyJsonNumber, OtlpDecodeError } from './errors.ts';
+import { LossyJsonNumber, OtlpDecodeError, TooManyRowsError } from './errors.ts';
 import type { MapContext, Signal } from './request.ts';
 import {
   attributesJson,
@@ -47,6 +47,32 @@ export interface Mapped {
   invalidIds: number;
 }
 
+/**
+ * Values a body read through JSON.parse may hold per row the request may make: a log record with
+ * a few attributes is some 30, an empty one 1.
+ */
+const TREE_VALUES_PER_ROW = 16;
+
+/**
+ * Whether the JSON text holds more than `most` values, counted as the objects, arrays and commas
+ * outside strings (a bound from above of the values JSON.parse makes, less one per list). Stops at
+ * the first past `most`.
+ */
+export function jsonValuesOver(body: Uint8Array, most: number): boolean {
+  let n = 0;
+  let inString = false;
+  for (let i = 0; i < body.length; i++) {
+    const b = body[i]!;
+    if (inString) {
+      if (b === 0x5c)
+        i++; // a backslash: the next byte is escaped
+      else if (b === 0x22) inString = false;
+    } else if (b === 0x22) inString = true;
+    else if ((b === 0x7b || b === 0x5b || b === 0x2c) && ++n > most) return true;
+  }
+  return false;
+}
+
 /** The top-level repeated field of each request, in both spellings. */
 const RESOURCE_FIELD: Readonly<Record<Signal, readonly [string, string]>> = {
   traces: ['resourceSpans', 'resource_spans'],
@@ -59,6 +85,15 @@ const RESOURCE_FIELD: Readonly<Record<Signal, readonly [string, string]>> = {
  * OTLP request (invalid JSON, a top level that is not an object, a field of the wrong type).
  */
 export function mapJsonTree(signal: Signal, body: Uint8Array, ctx: MapContext): Mapped {
+  // JSON.parse holds every value of the body at once: `[{},{},...]` is one object per 3 bytes, and
+  // a few KB of gzip inflate to millions. Counted first, against the request's cap on rows.
+  const most = Math.min(ctx.maxRows ?? MAX_HELD_ROWS, MAX_HELD_ROWS) * TREE_VALUES_PER_ROW;
+  if (jsonValuesOver(body, most)) {
+    throw new TooManyRowsError(
+      `a JSON body of more than ${most} values in a form read through JSON.parse (one the reader ` +
+        'declines, e.g. snake_case keys): send smaller batches, or OTLP/JSON as the SDKs write it',
+    );
+  }
   const text = utf8(body);
   let root: unknown;
   try {

@@ -193,6 +193,15 @@ describe('the rows a request may make (limits.maxRows, from the memory limit)', 
       resource_logs: [{ scope_logs: [{ log_records: resource(1001).scopeLogs[0]!.logRecords }] }],
     });
     refused(decode(Buffer.from(snake)), 'log_records|logRecords');
+    // Counted before JSON.parse holds them: 16 values a row at most, here ~40 a record.
+    const attributes = Array.from({ length: 10 }, (_, i) => ({ key: `k${i}`, value: { intValue: i } }));
+    const many = { log_records: Array.from({ length: 500 }, () => ({ attributes })) };
+    const r = decode(Buffer.from(JSON.stringify({ resource_logs: [{ scope_logs: [many] }] })));
+    assert.ok(!r.ok && r.status === 413, JSON.stringify(r));
+    assert.match(r.message, /a JSON body of more than 16000 values in a form read through JSON\.parse/);
+    // The same rows as the SDKs write them go the reader's way, which holds no tree.
+    const camel = { logRecords: many.log_records };
+    assert.ok(decode(Buffer.from(JSON.stringify({ resourceLogs: [{ scopeLogs: [camel] }] }))).ok);
   });
 
   test('span events count apart from their spans', () => {

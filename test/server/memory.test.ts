@@ -317,15 +317,18 @@ test('in a 256 MiB cgroup the server plans for it and holds the Collector-size r
   const scope = Buffer.concat([Buffer.from([0x12, ...varint(2 * records)]), Buffer.alloc(2 * records)]);
   for (let i = 0; i < records; i++) scope[scope.length - 2 * records + 2 * i] = 0x12; // log_records {}
   const proto = Buffer.concat([Buffer.from([0x0a, ...varint(scope.length)]), scope]);
-  for (const [type, body] of [
-    ['application/json', json],
-    ['application/x-protobuf', proto],
+  // In snake_case the JSON reader declines it, and JSON.parse would hold every {} of 8M at once.
+  const snake = `{"resource_logs":[{"scope_logs":[{"log_records":[${'{},'.repeat(8_000_000 - 1)}{}]}]}]}`;
+  for (const [type, body, message] of [
+    ['application/json', json, /more than 65536 logs rows in one request: send smaller batches/],
+    ['application/x-protobuf', proto, /more than 65536 logs rows in one request: send smaller batches/],
+    ['application/json', snake, /a JSON body of more than 1048576 values in a form read through JSON\.parse/],
   ] as const) {
     const gz = gzipSync(body, { level: 9 });
-    assert.ok(gz.length < 16 * 1024, `${gz.length} bytes of gzip`);
+    assert.ok(gz.length < 64 * 1024, `${gz.length} bytes of gzip`);
     const r = await postLogs(url, gz, type);
     assert.equal(r.status, 413, `${type}: ${r.body}`);
-    assert.match(r.body, /more than 65536 logs rows in one request: send smaller batches/);
+    assert.match(r.body, message);
     assert.equal(killed, null, `the server ${killed} on ${type}: ${log()}`);
   }
   assert.equal((await postTraces(url, bodies[0]!)).status, 200, 'ingest after the refusals');
