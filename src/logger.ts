@@ -40,7 +40,7 @@ import {
   type ShipSummary,
 } from './shipping/shipper.ts';
 import { type DamagedTable, DamagedTables, damageOf } from './storage/damaged-tables.ts';
-import { appendDayPhase, type DayPhaseLine, readDayPhases } from './storage/days-index.ts';
+import { appendDayPhase, type DayPhaseLine, finishedDays, readDayPhases } from './storage/days-index.ts';
 import { DEFAULT_DIR, DEFAULT_INSTANCE_ID, InstanceLayout } from './storage/layout.ts';
 import {
   deltaOptions,
@@ -230,9 +230,6 @@ const REASON: Record<Exclude<RequestOutcome, 'accepted'>, string> = {
   not_started: 'not_started',
 };
 
-/** Phases after which a day is finished: nothing is written into it any more. */
-const FINISHED_PHASES = new Set<DayPhaseLine['phase']>(['sealed', 'uploaded', 'verified', 'cleaned']);
-
 /** The default log sink: one line on stderr. */
 const stderrSink: LogSink = (level, message) => console.error(`otelake ${level}: ${message}`);
 
@@ -361,11 +358,7 @@ export class Logger {
           'passes the end of that day, since the day before may be sealed already',
       );
     // After a restart too, no rows into a day already sealed while the clock stands in it.
-    const lastFinished = phases
-      .filter((l) => FINISHED_PHASES.has(l.phase))
-      .map((l) => l.day)
-      .sort()
-      .at(-1);
+    const lastFinished = [...finishedDays(phases)].sort().at(-1);
     if (lastFinished !== undefined) this.producer.sealedThrough(lastFinished);
     const today = this.producer.today();
     // A table that cannot be opened is reported and refused alone: the others serve.
@@ -445,7 +438,7 @@ export class Logger {
    * sealed had every row before they were sealed.
    */
   private async replay(wal: WriteAheadLog, phases: readonly DayPhaseLine[]): Promise<void> {
-    const finished = new Set(phases.filter((l) => FINISHED_PHASES.has(l.phase)).map((l) => l.day));
+    const finished = finishedDays(phases);
     const committed = new Map<string, number | null>();
     let replayed = 0;
     for await (const e of wal.replay()) {

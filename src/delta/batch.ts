@@ -250,39 +250,6 @@ export function utf8Value(c: Utf8Data, i: number): string | null {
   return Buffer.from(c.bytes.buffer, c.bytes.byteOffset, c.bytes.byteLength).toString('utf8', a, b);
 }
 
-/** A utf8 column's first n rows with every repeat row holding its own bytes. */
-export function expandRepeats(col: Utf8Data, n: number): { bytes: Uint8Array; offsets: Int32Array } {
-  const { repeats, offsets, valid } = col;
-  if (!repeats?.subarray(0, n).includes(1)) return { bytes: col.bytes, offsets: offsets.subarray(0, n + 1) };
-  let size = 0;
-  let last = 0; // bytes of the value repeated
-  for (let i = 0; i < n; i++) {
-    if (valid !== null && valid[i] !== 1) continue;
-    if (repeats[i] !== 1) last = offsets[i + 1]! - offsets[i]!;
-    size += last;
-  }
-  const bytes = new Uint8Array(size);
-  const out = new Int32Array(n + 1);
-  let at = 0;
-  let from = 0;
-  let to = 0;
-  const src = col.bytes;
-  for (let i = 0; i < n; i++) {
-    if (valid === null || valid[i] === 1) {
-      if (repeats[i] !== 1) {
-        from = offsets[i]!;
-        to = offsets[i + 1]!;
-      }
-      // Short values byte by byte: a view per row would cost more than the copy.
-      if (to - from > 64) bytes.set(src.subarray(from, to), at);
-      else for (let k = from; k < to; k++) bytes[at + k - from] = src[k]!;
-      at += to - from;
-    }
-    out[i + 1] = at;
-  }
-  return { bytes, offsets: out };
-}
-
 /** A repeat row (see ColumnData) stores no bytes, is not null, and has an earlier row to repeat. */
 export function checkRepeats(name: string, col: Utf8Data, rows: number): void {
   const { repeats, offsets, valid } = col;

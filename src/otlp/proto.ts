@@ -87,7 +87,7 @@ async function importProtobuf(): Promise<typeof Protobuf | null> {
   return pb;
 }
 
-/** Whether protobuf bodies can be decoded, without building the codec (decode workers build their own). */
+/** Whether protobuf bodies can be decoded (protobufjs is installed), without building the codec. */
 export async function protobufInstalled(): Promise<boolean> {
   return (await importProtobuf()) !== null;
 }

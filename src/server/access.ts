@@ -14,6 +14,7 @@ import { encodeStatus, rpcCodeForHttpStatus } from '../otlp/index.ts';
 import type { TokenFile, TokenScope } from '../storage/tokens.ts';
 import { formatOf, isIngestRoute } from './ingest.ts';
 import { isLoopback, isLoopbackHostHeader } from './loopback.ts';
+import { OPENAPI_PATH } from './openapi.ts';
 import { noteRefusal } from './refusals.ts';
 
 /** The token a request was made with (null when authentication is off). */
@@ -31,7 +32,7 @@ declare module 'fastify' {
 }
 
 /** Read routes that hold no project's data. */
-const OPEN_API_ROUTES = new Set(['/api/openapi.json']);
+const OPEN_API_ROUTES = new Set([OPENAPI_PATH]);
 
 /** The scope a route needs, or null for an open one (/healthz, the API description, 404s). */
 function scopeOf(url: string | undefined): TokenScope | null {

@@ -196,7 +196,7 @@ export function registerIngestRoutes(app: FastifyInstance, opts: IngestRouteOpti
           'send application/json or application/x-protobuf',
       );
     }
-    // Refused before the body is read; the decoders would have no codec for it.
+    // Refused before the body is read: without protobufjs the decoders take no protobuf.
     if (format === 'protobuf' && !decoders.protobuf) {
       return sendText(
         reply,

@@ -7,6 +7,9 @@ import { PROJECT_ID_PATTERN } from '../schema/project.ts';
 import { SCHEMAS, type TableName } from '../schema/tables.ts';
 import { VERSION } from '../version.ts';
 
+/** Where this document is served: open to all (access.ts), as it holds no project's data. */
+export const OPENAPI_PATH = '/api/openapi.json';
+
 /** The read endpoints: registered by read-api.ts, documented here. */
 export const READ_ROUTES: readonly { path: string; table: TableName; title: string }[] = [
   { path: '/api/spans', table: 'spans', title: 'Spans' },
@@ -214,7 +217,7 @@ function buildDocument(): object {
         },
       },
     },
-    '/api/openapi.json': {
+    [OPENAPI_PATH]: {
       get: { summary: 'This document', responses: { '200': { description: 'OpenAPI 3.1 document' } } },
     },
   };

@@ -21,7 +21,7 @@ import { validateDay } from '../storage/layout.ts';
 import { ObjectStoreError } from '../storage/object-store.ts';
 import type { ServerConfig } from '../storage/options.ts';
 import { WorkerProcessEnded } from '../storage/worker-pool.ts';
-import { OPENAPI_DOCUMENT, READ_ROUTES } from './openapi.ts';
+import { OPENAPI_DOCUMENT, OPENAPI_PATH, READ_ROUTES } from './openapi.ts';
 import { noteRefusal } from './refusals.ts';
 
 const DEFAULT_LIMIT = 100;
@@ -387,7 +387,7 @@ export function registerReadRoutes(
   for (const { path, table } of READ_ROUTES) {
     app.get(path, (request, reply) => serve(table, request, reply));
   }
-  app.get('/api/openapi.json', (_request, reply) => reply.send(OPENAPI_DOCUMENT));
+  app.get(OPENAPI_PATH, (_request, reply) => reply.send(OPENAPI_DOCUMENT));
   return { stats: () => ({ ...stats }) };
 }
 

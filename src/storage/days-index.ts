@@ -1,6 +1,7 @@
 // `index/days.jsonl`: one JSON line per day phase, append-only, never rewritten. This module is its
 // only reader and writer: the shipper records phases here, reads choose a day's storage from it,
-// and write-ahead-log replay skips the days it shows as sealed or later.
+// and the logger learns which days are finished (`finishedDays`): write-ahead-log replay skips
+// them, and no row goes into one after a restart.
 
 import { mkdir, open } from 'node:fs/promises';
 import { dirname } from 'node:path';
@@ -109,9 +110,12 @@ export async function readDayStates(file: string): Promise<Map<string, DayState>
   return dayStates(await readDayPhases(file));
 }
 
-/** Days sealed or further along: their tables take no more rows (write-ahead-log replay skips them). */
-export async function sealedDays(file: string): Promise<Set<string>> {
+/** Phases after which a day is finished: its tables take no more rows. */
+const FINISHED_PHASES: ReadonlySet<DayPhase> = new Set(['sealed', 'uploaded', 'verified', 'cleaned']);
+
+/** Days with a line of a finished phase (sealed or further along), in the order of their first. */
+export function finishedDays(lines: readonly DayPhaseLine[]): Set<string> {
   const out = new Set<string>();
-  for (const s of (await readDayStates(file)).values()) if (s.phase !== 'open') out.add(s.day);
+  for (const l of lines) if (FINISHED_PHASES.has(l.phase)) out.add(l.day);
   return out;
 }

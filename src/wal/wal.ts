@@ -6,7 +6,8 @@
 // the loop is saturated, or after a slow write, libuv's pool makes it instead (write-path.ts).
 // Each row gets a sequence number; the Delta commit that stores rows records, in a `txn` action,
 // the sequence number it covers up to, so that replay after a crash writes every row exactly once
-// (see replay.ts). A segment file is deleted once every row in it is committed (or given up).
+// (`replay` here, and the logger's, which skips what the tables have). A segment whose rows are all
+// committed (or given up) is kept as a spare or deleted (see below).
 //
 // Segment `<ordinal>.wal`: a 64-byte header (magic, the log's epoch, the first sequence number,
 // and how many bytes of the previous segment are valid when a failed write could not be cut off
