@@ -895,19 +895,20 @@ export class Logger {
       // Requests whose rows are being logged are acknowledged once they are: queue them first.
       await Promise.all([...this.collecting.values()].map((c) => c.done));
       await this.wal?.settled();
-      if (flush === 'auto') {
-        let timer: NodeJS.Timeout | undefined;
-        const timeout = new Promise<false>((resolve) => {
-          timer = setTimeout(() => resolve(false), this.init.stopFlushTimeoutMs ?? STOP_FLUSH_TIMEOUT_MS);
-        });
-        const flushed = await Promise.race([aggregator.flushAll().then(() => true), timeout]);
-        clearTimeout(timer);
-        if (!flushed) {
-          const pending = Object.values(aggregator.pendingRows()).reduce((a, b) => a + b, 0);
-          this.noteUnwritten(producer.depth + pending);
-        }
-      } else if (!this.wal) {
-        producer.discard(); // with a write-ahead log the queued rows stay in it for the next start
+      // With a write-ahead log the queued rows stay in it for the next start.
+      if (flush === 'none' && !this.wal) producer.discard();
+      // `auto` writes everything accepted; `none` the batches already handed to the tables (and
+      // commits them: close() gives up what is left, which would drop a file written, not committed).
+      let timer: NodeJS.Timeout | undefined;
+      const timeout = new Promise<false>((resolve) => {
+        timer = setTimeout(() => resolve(false), this.init.stopFlushTimeoutMs ?? STOP_FLUSH_TIMEOUT_MS);
+      });
+      const writing = flush === 'auto' ? aggregator.flushAll() : aggregator.waitForWrites();
+      const written = await Promise.race([writing.then(() => true), timeout]);
+      clearTimeout(timer);
+      if (!written) {
+        const pending = Object.values(aggregator.pendingRows()).reduce((a, b) => a + b, 0);
+        this.noteUnwritten((flush === 'auto' ? producer.depth : 0) + pending);
       }
       await aggregator.close();
       await this.wal?.close();

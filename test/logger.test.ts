@@ -180,6 +180,27 @@ describe('Logger', () => {
     assert.equal((await auto.readLogs()).length, 1500);
   });
 
+  it('stop({flush:"none"}) finishes and commits a write in flight, without a write-ahead log too', async () => {
+    const none = await Logger.open({
+      instanceDir: dir,
+      instanceId: 'none-in-flight',
+      options: { durability: 'memory', aggregator_config: { min_batch_rows: 1 } },
+      handleSignals: false,
+    });
+    const rows = Array.from({ length: 1000 }, (_, i) => ({ project_id: 'p', time_unix_nano: BigInt(i + 1) }));
+    assert.equal((await none.ingestRows('logs', rows)).accepted, 1000);
+    const deadline = Date.now() + 10_000;
+    while (none.stats().aggregator.writes_in_flight === 0) {
+      assert.ok(Date.now() < deadline, 'the batch went to its writer');
+      await new Promise((r) => setImmediate(r));
+    }
+    await none.stop({ flush: 'none' });
+    const { rows_written, rows_failed } = none.stats().aggregator;
+    assert.equal(rows_failed, 0, 'a file written is committed, not given up');
+    assert.equal(rows_written, 1000);
+    assert.equal((await none.readLogs({ maxRows: 2000 })).length, 1000);
+  });
+
   it('writes a batch that waited across midnight into the day its rows arrived in', async () => {
     let now = Date.parse('2030-01-01T23:59:59.800Z');
     const logger = await Logger.open({
