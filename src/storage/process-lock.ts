@@ -5,8 +5,9 @@
 // tables (rows doubled) and delete each other's log segments. `index/shipping.lock` (the shipper)
 // is held while a day ships.
 
+import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { mkdir, open, readFile, unlink } from 'node:fs/promises';
+import { link, mkdir, readFile, rmdir, stat, unlink, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import type { InstanceLayout } from './layout.ts';
 
@@ -57,28 +58,71 @@ function lockHolderAlive(pid: number, startedAt: string | undefined): boolean {
 
 export type Claim = { held: true; release: () => Promise<void> } | { held: false; holder: number };
 
+/** The live process other than this one a lock's text names, or null (gone, unreadable, ours). */
+function liveHolder(text: string): number | null {
+  const [id, startedAt] = text.trim().split(/\s+/);
+  const pid = Number(id);
+  return Number.isSafeInteger(pid) && pid > 0 && pid !== process.pid && lockHolderAlive(pid, startedAt)
+    ? pid
+    : null;
+}
+
+/**
+ * Creates `file` holding `text`, unless it exists: written to a file of its own first and then
+ * linked into place, so that no one ever reads a lock without its holder (an empty one looked stale).
+ */
+async function createWith(file: string, text: string): Promise<boolean> {
+  const tmp = `${file}.${process.pid}-${randomUUID()}`;
+  await writeFile(tmp, text, { flag: 'wx' });
+  try {
+    await link(tmp, file);
+    return true;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'EEXIST') return false;
+    throw err;
+  } finally {
+    await unlink(tmp).catch(() => {});
+  }
+}
+
+/** A takeover older than this was left by a process that died in it (a takeover takes milliseconds). */
+const STALE_TAKEOVER_MS = 10_000;
+
 /**
  * Creates `file` naming this process, unless another live process holds it (its id is returned).
- * A lock naming this process is taken over too: the caller knows what it holds itself.
+ * A lock whose process is gone is taken over, one process at a time (a `<file>.takeover` folder):
+ * two that both found it stale each deleted the lock the other had just made, and both held it
+ * (rows doubled). A lock naming this process is taken over too: the caller knows what it holds.
  */
 export async function claimLock(file: string): Promise<Claim> {
   await mkdir(dirname(file), { recursive: true });
+  const mine = `${process.pid} ${processStartTime(process.pid) ?? ''}\n`;
+  const takeover = `${file}.takeover`;
   for (let attempt = 0; ; attempt++) {
+    if (await createWith(file, mine)) return { held: true, release: () => unlink(file).catch(() => {}) };
+    const text = await readFile(file, 'utf8').catch(() => null);
+    if (text === null) continue; // released meanwhile
+    const holder = liveHolder(text);
+    if (holder !== null) return { held: false, holder };
+    if (attempt >= 100) throw new Error(`cannot take over the lock ${file} of a process that is gone`);
     try {
-      const fh = await open(file, 'wx');
-      try {
-        await fh.writeFile(`${process.pid} ${processStartTime(process.pid) ?? ''}\n`);
-      } finally {
-        await fh.close();
-      }
-      return { held: true, release: () => unlink(file).catch(() => {}) };
+      await mkdir(takeover);
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST' || attempt >= 3) throw err;
-      const [id, startedAt] = (await readFile(file, 'utf8').catch(() => '')).trim().split(/\s+/);
-      const pid = Number(id);
-      if (Number.isSafeInteger(pid) && pid > 0 && pid !== process.pid && lockHolderAlive(pid, startedAt))
-        return { held: false, holder: pid };
-      await unlink(file).catch(() => {});
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+      // Another process takes it over now: its lock appears in a moment.
+      const since = await stat(takeover).then(
+        (s) => Date.now() - s.mtimeMs,
+        () => 0,
+      );
+      if (since > STALE_TAKEOVER_MS) await rmdir(takeover).catch(() => {});
+      await new Promise((r) => setTimeout(r, 10));
+      continue;
+    }
+    try {
+      // Removed only if it is still the lock found stale, not one made since.
+      if ((await readFile(file, 'utf8').catch(() => null)) === text) await unlink(file).catch(() => {});
+    } finally {
+      await rmdir(takeover).catch(() => {});
     }
   }
 }

@@ -3,9 +3,10 @@
 // same tables (rows doubled, log segments deleted under the server), nor two Loggers of one process.
 
 import assert from 'node:assert/strict';
-import { cp, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { spawn } from 'node:child_process';
+import { cp, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { InstanceInUseError, Logger } from '../../src/index.ts';
 import { InstanceLayout } from '../../src/storage/layout.ts';
@@ -20,7 +21,43 @@ after(() => rm(dir, { recursive: true, force: true }));
 const open = (instanceId: string, instanceDir = dir) =>
   Logger.open({ instanceDir, instanceId, handleSignals: false, log: () => {} });
 
+/** Runs an ES module script in a new node process: what it printed. */
+function runScript(script: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--input-type=module', '-e', script], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let out = '';
+    child.stdout.on('data', (c: Buffer) => {
+      out += c.toString();
+    });
+    child.on('error', reject);
+    child.on('exit', () => resolve(out));
+  });
+}
+
 describe('instance.lock', () => {
+  it('a lock whose process is gone is taken over by one process alone, however many start at once', async () => {
+    // The id of a process that has ended: a lock it left after a crash.
+    const gone = await runScript('process.stdout.write(String(process.pid))');
+    const lockModule = new URL('../../src/storage/process-lock.ts', import.meta.url).href;
+    for (let round = 0; round < 8; round++) {
+      const file = join(dir, `stale-${round}`, 'instance.lock');
+      await mkdir(dirname(file), { recursive: true });
+      await writeFile(file, `${gone} \n`);
+      const at = Date.now() + 1500; // every process claims at the same moment, once loaded
+      const script =
+        `import { claimLock } from ${JSON.stringify(lockModule)};` +
+        `while (Date.now() < ${at}) await new Promise((r) => setTimeout(r, 1));` +
+        `const c = await claimLock(${JSON.stringify(file)});` +
+        "process.stdout.write(c.held ? 'held' : `refused`);" +
+        'await new Promise((r) => setTimeout(r, 1000));'; // alive while the others look
+      const outcomes = await Promise.all([1, 2, 3, 4].map(() => runScript(script)));
+      assert.deepEqual(outcomes.toSorted(), ['held', 'refused', 'refused', 'refused'], `round ${round}`);
+      assert.deepEqual((await readdir(dirname(file))).sort(), ['instance.lock'], 'no file left beside it');
+    }
+  });
+
   it('a second Logger of this process on the instance is refused until the first has stopped', async () => {
     const first = await open('twice');
     const lock = new InstanceLayout(dir, 'twice').instanceLock;
