@@ -243,6 +243,32 @@ function walOptionsFromEnv(warn: (message: string) => void): WalOptions {
   return {};
 }
 
+/**
+ * The stops a SIGTERM or SIGINT runs: one handler per signal for every Logger of the process that
+ * installs them, so that the signal ends the process once all have flushed. Each Logger re-raising
+ * it once its own stop ended killed the process under the others' flush.
+ */
+const stopsOnSignal = new Set<() => Promise<void>>();
+const SIGNALS = ['SIGTERM', 'SIGINT'] as const;
+
+function onStopSignal(sig: NodeJS.Signals): void {
+  for (const s of SIGNALS) process.removeListener(s, onStopSignal); // a second signal ends it at once
+  void Promise.allSettled([...stopsOnSignal].map((stop) => stop())).then(() => {
+    // Re-raised when nobody else handles the signal, so the process ends as it would have.
+    if (process.listenerCount(sig) === 0) process.kill(process.pid, sig);
+  });
+}
+
+/** Adds a Logger's stop to what the signals run; returns its removal. */
+function stopOnSignals(stop: () => Promise<void>): () => void {
+  if (stopsOnSignal.size === 0) for (const s of SIGNALS) process.once(s, onStopSignal);
+  stopsOnSignal.add(stop);
+  return () => {
+    stopsOnSignal.delete(stop);
+    if (stopsOnSignal.size === 0) for (const s of SIGNALS) process.removeListener(s, onStopSignal);
+  };
+}
+
 export class Logger {
   readonly layout: InstanceLayout;
   /** Resolves when the instance is prepared (and, with auto_start, started). */
@@ -943,16 +969,7 @@ export class Logger {
     const o = this.options;
     const removers: (() => void)[] = [];
     if (o.install_signal_handlers && this.init.handleSignals !== false) {
-      for (const sig of ['SIGTERM', 'SIGINT'] as const) {
-        const onSignal = () => {
-          void this.stop({ flush: 'auto' }).finally(() => {
-            // Re-raise when nobody else handles the signal, so the process ends as it would have.
-            if (process.listenerCount(sig) === 0) process.kill(process.pid, sig);
-          });
-        };
-        process.once(sig, onSignal);
-        removers.push(() => process.removeListener(sig, onSignal));
-      }
+      removers.push(stopOnSignals(() => this.stop({ flush: 'auto' })));
     }
     if (o.atexit_hook) {
       // The loop is about to empty with rows still pending: write them first.

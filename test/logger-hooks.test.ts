@@ -16,8 +16,8 @@ after(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-function run(instanceDir: string, rows: number, mode: 'signal' | 'exit') {
-  const child = spawn(process.execPath, [CHILD, instanceDir, String(rows), mode], {
+function run(instanceDir: string, rows: number, mode: 'signal' | 'exit', instances = 1) {
+  const child = spawn(process.execPath, [CHILD, instanceDir, String(rows), mode, String(instances)], {
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const ingested = new Promise<void>((resolve) => {
@@ -31,10 +31,10 @@ function run(instanceDir: string, rows: number, mode: 'signal' | 'exit') {
   return { child, ingested, exited };
 }
 
-async function storedRows(instanceDir: string): Promise<number> {
+async function storedRows(instanceDir: string, instanceId = 'hooks'): Promise<number> {
   const reader = new Logger({
     instanceDir,
-    instanceId: 'hooks',
+    instanceId,
     handleSignals: false,
     options: { auto_start: false },
   });
@@ -53,6 +53,18 @@ describe('Logger process hooks', () => {
     const { signal } = await p.exited;
     assert.equal(signal, 'SIGTERM', 'the process still ends by the signal it got');
     assert.equal(await storedRows(d), 250, 'rows waiting for their batch were written first');
+  });
+
+  it('one SIGTERM, two Loggers: the process ends once both have flushed', async () => {
+    const d = join(dir, 'two');
+    const p = run(d, 5000, 'signal', 2);
+    await p.ingested;
+    p.child.kill('SIGTERM');
+    const { signal } = await p.exited;
+    assert.equal(signal, 'SIGTERM');
+    // Without a write-ahead log (the child's option here), a row not flushed would be lost.
+    assert.equal(await storedRows(d, 'hooks'), 5000);
+    assert.equal(await storedRows(d, 'hooks-2'), 5000);
   });
 
   it('atexit_hook: rows still pending when the process runs out of work are written before it exits', async () => {
