@@ -18,7 +18,13 @@ export {
 } from './logger.ts';
 export type { AggregatorStats } from './pipeline/aggregator.ts';
 export type { ProducerStats } from './pipeline/producer.ts';
-export { DamagedTableError, ReadLimitError, type ReadQuery, type Storage } from './read/query.ts';
+export {
+  DamagedTableError,
+  ReadLimitError,
+  type ReadQuery,
+  type Storage,
+  StorageUnavailableError,
+} from './read/query.ts';
 export {
   type ColumnDef,
   type Row,

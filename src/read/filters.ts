@@ -189,8 +189,9 @@ export function normalizeQuery(table: TableName, q: ReadQuery = {}, now = nowUs(
     const { column, op } = FILTERS[param];
     let value: string | number;
     if (param === 'severityGe') {
-      if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > INT32_MAX)
-        fail(`invalid severityGe ${show(v)}: expected an integer severity number >= 0`);
+      // Any int32, as library rows may carry any severity number (HTTP holds it to 0-24 before).
+      if (typeof v !== 'number' || !Number.isInteger(v) || v < -INT32_MAX - 1 || v > INT32_MAX)
+        fail(`invalid severityGe ${show(v)}: expected an integer severity number (int32)`);
       value = v;
     } else if (param === 'metricType') {
       const types = METRIC_TYPES[table] ?? [];

@@ -123,9 +123,15 @@ describe('validateQuery', () => {
   });
 
   test('bad numbers', () => {
-    for (const v of [1.5, -1, Number.NaN, Number.POSITIVE_INFINITY, '17', 17n, 2 ** 31]) {
-      rejects('logs', { severityGe: v }, /invalid severityGe .*: expected an integer severity number >= 0/);
+    for (const v of [1.5, Number.NaN, Number.POSITIVE_INFINITY, '17', 17n, 2 ** 31, -(2 ** 31) - 1]) {
+      rejects(
+        'logs',
+        { severityGe: v },
+        /invalid severityGe .*: expected an integer severity number \(int32\)/,
+      );
     }
+    // Library rows may carry any severity number, a negative one too.
+    for (const v of [-5, -(2 ** 31), 2 ** 31 - 1]) validateQuery('logs', { severityGe: v });
     for (const v of [0, -3, 2.5, Number.NaN, '10', 10n, 2 ** 53]) {
       rejects('logs', { maxRows: v }, /invalid maxRows .*: expected a positive integer/);
     }
