@@ -177,18 +177,23 @@ export class Shipper {
 
   /** One automatic pass: every finished day not cleaned and not waiting for a retry, oldest first. */
   private async pass(): Promise<void> {
-    const now = Date.now();
+    let scanned = false;
     try {
       for (const day of await this.pendingDays()) {
         if (!this.running) return;
-        if ((this.retryAt.get(day) ?? 0) > now) continue;
+        if ((this.retryAt.get(day) ?? 0) > Date.now()) continue;
         await this.serialized(() => this.runDay(day));
       }
+      scanned = true;
     } catch (err) {
       this.recordError('-', 'scan', err);
     } finally {
-      const retries = [...this.retryAt.values()].filter((t) => t > Date.now());
-      this.schedule(Math.max(0, Math.min(this.timing.checkMs, ...retries.map((t) => t - Date.now()))));
+      // The next pass at the earliest retry; at once for one already due. A timer can fire a little
+      // before Date.now() reaches its time: the pass skipped that day, and leaving the due retry
+      // out here put it off to the next scan, 30 s on (a failed scan waits for that scan too).
+      const now = Date.now();
+      const waits = scanned ? [...this.retryAt.values()].map((t) => Math.max(0, t - now)) : [];
+      this.schedule(Math.min(this.timing.checkMs, ...waits));
     }
   }
 

@@ -511,4 +511,32 @@ describe('automatic shipping', () => {
       await back.stop({ removeData: true });
     }
   });
+  test('retries keep their backoff: none waits for the next scan of the days', async () => {
+    const down = await startS3Server();
+    await down.stop();
+    // The day is finished already when the logger opens: the pass at start takes it up.
+    const { logger } = await finishedDay('retries', 10, {});
+    await logger.stop();
+    const index = join(dir, 'retries', 'index', 'days.jsonl');
+    const again = await openLogger({
+      instanceDir: dir,
+      instanceId: 'retries',
+      clock: () => NEXT_DAY_MS,
+      s3: s3Of(down.env),
+      options: { shipper_enabled: true },
+      // A scan a minute apart: each retry, 50-400 ms after a failure, must come on its own time.
+      shipperTiming: { checkMs: 60_000, baseMs: 100, maxMs: 400 },
+    });
+    try {
+      const started = Date.now();
+      while ((await phases(index)).filter((p) => p === 'failed:upload').length < 8) {
+        assert.ok(Date.now() - started < 20_000, `${(await phases(index)).join(', ')}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      const next = again.stats().shipper.next_retry_at;
+      if (next !== null) assert.ok(Date.parse(next) > Date.now() - 1000, `next_retry_at ${next} is past`);
+    } finally {
+      await again.stop();
+    }
+  });
 });
