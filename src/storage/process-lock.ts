@@ -7,7 +7,7 @@
 
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { link, mkdir, readFile, rmdir, stat, unlink, writeFile } from 'node:fs/promises';
+import { link, mkdir, open, readFile, stat, unlink, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import type { InstanceLayout } from './layout.ts';
 
@@ -90,41 +90,59 @@ const STALE_TAKEOVER_MS = 10_000;
 
 /**
  * Creates `file` naming this process, unless another live process holds it (its id is returned).
- * A lock whose process is gone is taken over, one process at a time (a `<file>.takeover` folder):
- * two that both found it stale each deleted the lock the other had just made, and both held it
- * (rows doubled). A lock naming this process is taken over too: the caller knows what it holds.
+ * A lock whose process is gone is taken over, one process at a time: under `<file>.takeover` (a
+ * hard link, which needs no free block on a full disk), and only if it still names the process
+ * found gone, it is written over in place. Two that both found it stale each deleted the lock the
+ * other had just made, and both held it (rows doubled). A lock naming this process is taken over
+ * too: the caller knows what it holds.
  */
 export async function claimLock(file: string): Promise<Claim> {
   await mkdir(dirname(file), { recursive: true });
   const mine = `${process.pid} ${processStartTime(process.pid) ?? ''}\n`;
+  const held: Claim = { held: true, release: () => unlink(file).catch(() => {}) };
   const takeover = `${file}.takeover`;
-  for (let attempt = 0; ; attempt++) {
-    if (await createWith(file, mine)) return { held: true, release: () => unlink(file).catch(() => {}) };
-    const text = await readFile(file, 'utf8').catch(() => null);
-    if (text === null) continue; // released meanwhile
+  for (let attempt = 0; attempt < 200; attempt++) {
+    const text = await readFile(file, 'utf8').catch((err: NodeJS.ErrnoException) => {
+      if (err.code === 'ENOENT') return null;
+      throw err;
+    });
+    if (text === null) {
+      if (await createWith(file, mine)) return held;
+      continue; // another process made it meanwhile
+    }
     const holder = liveHolder(text);
     if (holder !== null) return { held: false, holder };
-    if (attempt >= 100) throw new Error(`cannot take over the lock ${file} of a process that is gone`);
     try {
-      await mkdir(takeover);
+      await link(file, takeover);
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-      // Another process takes it over now: its lock appears in a moment.
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT') continue; // released meanwhile
+      if (code !== 'EEXIST') throw err;
+      // Another process takes it over now: its lock is there in a moment. Linking set the
+      // takeover's ctime; one this old was left by a process that died in it.
       const since = await stat(takeover).then(
-        (s) => Date.now() - s.mtimeMs,
+        (s) => Date.now() - s.ctimeMs,
         () => 0,
       );
-      if (since > STALE_TAKEOVER_MS) await rmdir(takeover).catch(() => {});
+      if (since > STALE_TAKEOVER_MS) await unlink(takeover).catch(() => {});
       await new Promise((r) => setTimeout(r, 10));
       continue;
     }
     try {
-      // Removed only if it is still the lock found stale, not one made since.
-      if ((await readFile(file, 'utf8').catch(() => null)) === text) await unlink(file).catch(() => {});
+      if ((await readFile(file, 'utf8').catch(() => null)) !== text) continue; // taken meanwhile
+      const fh = await open(file, 'r+');
+      try {
+        await fh.write(mine, 0);
+        await fh.truncate(Buffer.byteLength(mine));
+      } finally {
+        await fh.close();
+      }
+      return held;
     } finally {
-      await rmdir(takeover).catch(() => {});
+      await unlink(takeover).catch(() => {});
     }
   }
+  throw new Error(`cannot take the lock ${file}: other processes keep taking it over`);
 }
 
 /** Another process (or a Logger of this one) writes the instance. */
