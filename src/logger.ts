@@ -991,7 +991,8 @@ export class Logger {
 
   /**
    * What is wrong right now, one line each, for /healthz (`status: degraded`) and `otelake
-   * status`: tables whose writes fail (their rows are kept and retried), a failing write-ahead log.
+   * status`: tables whose writes fail (their rows are kept and retried), a failing write-ahead log,
+   * a day whose shipping failed and waits for its retry (its local copy is kept).
    */
   problems(): string[] {
     const out: string[] = [];
@@ -1005,6 +1006,13 @@ export class Logger {
     for (const h of this.held.values()) out.push(heldProblem(h));
     for (const d of this.damaged.list()) {
       out.push(`the ${d.table} table of ${d.day} is damaged (found ${d.since}): ${d.reason}`);
+    }
+    const ship = this.shipper?.stats();
+    if (ship?.state === 'waiting_retry' && ship.last_error) {
+      const e = ship.last_error;
+      out.push(
+        `shipping ${e.day} failed at its ${e.step} step (${e.at}), retried at ${ship.next_retry_at}: ${e.message}`,
+      );
     }
     return out;
   }

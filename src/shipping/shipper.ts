@@ -15,6 +15,7 @@ import {
   appendDayPhase,
   type DayProgress,
   type DayState,
+  readDayPhases,
   readDayStates,
   type TablePhaseStats,
 } from '../storage/days-index.ts';
@@ -141,6 +142,14 @@ export class Shipper {
     this.init = init;
     this.store = init.s3.settings ? new ObjectStore(init.s3.settings) : null;
     this.timing = init.timing ?? DEFAULT_TIMING;
+    // What shipped before this process: the last `cleaned` line (a day shipped since wins).
+    void readDayPhases(init.layout.daysIndex).then(
+      (lines) => {
+        const last = lines.findLast((l) => l.phase === 'cleaned');
+        if (last && this.lastShipped === null) this.lastShipped = { day: last.day, at: last.at };
+      },
+      () => {},
+    );
   }
 
   get configured(): boolean {

@@ -511,8 +511,9 @@ describe('automatic shipping', () => {
       await back.stop({ removeData: true });
     }
   });
-  test('retries keep their backoff: none waits for the next scan of the days', async () => {
+  test('retries keep their backoff, none waiting for the next scan; a failing day is a problem; the last shipped outlives a restart', async () => {
     const down = await startS3Server();
+    const port = down.port;
     await down.stop();
     // The day is finished already when the logger opens: the pass at start takes it up.
     const { logger } = await finishedDay('retries', 10, {});
@@ -535,8 +536,41 @@ describe('automatic shipping', () => {
       }
       const next = again.stats().shipper.next_retry_at;
       if (next !== null) assert.ok(Date.parse(next) > Date.now() - 1000, `next_retry_at ${next} is past`);
-    } finally {
+      // /healthz turns degraded while it waits (a moment's `shipping` aside).
+      while (again.stats().shipper.state !== 'waiting_retry') await new Promise((r) => setTimeout(r, 5));
+      assert.match(
+        again.problems().join('\n'),
+        new RegExp(`shipping ${DAY} failed at its upload step .*ECONNREFUSED`),
+      );
+    } catch (err) {
       await again.stop();
+      throw err;
+    }
+    const back = await startS3Server({ port, dataDir: down.dataDir });
+    try {
+      const started = Date.now();
+      while (again.stats().shipper.last_shipped?.day !== DAY) {
+        assert.ok(Date.now() - started < 20_000, 'shipped once S3 is back');
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      assert.deepEqual(again.problems(), []);
+      await again.stop();
+      const later = await openLogger({
+        instanceDir: dir,
+        instanceId: 'retries',
+        clock: () => NEXT_DAY_MS,
+        s3: s3Of(back.env),
+        options: { shipper_enabled: true },
+      });
+      try {
+        for (let i = 0; i < 100 && later.stats().shipper.last_shipped === null; i++)
+          await new Promise((r) => setTimeout(r, 10));
+        assert.equal(later.stats().shipper.last_shipped?.day, DAY, 'read back from the days index');
+      } finally {
+        await later.stop();
+      }
+    } finally {
+      await back.stop({ removeData: true });
     }
   });
 });
