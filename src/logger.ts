@@ -6,7 +6,7 @@ import { access, mkdir } from 'node:fs/promises';
 import type { LazyDataFrame } from 'nodejs-polars';
 import { BatchBuilder, type BatchPart, type PackedBatch, sliceBatch } from './delta/batch.ts';
 import { dataFileProblem, dataFileProblems } from './delta/check.ts';
-import { DeltaTable, warmDeltaWorkers } from './delta/table.ts';
+import { DeltaTable, decodeCheckpointsOffThread, warmDeltaWorkers } from './delta/table.ts';
 import {
   Aggregator,
   type AggregatorEvent,
@@ -337,6 +337,8 @@ export class Logger {
   private unlock: (() => Promise<void>) | null = null;
 
   private async prepare(): Promise<void> {
+    // The tables this process opens (today's, a day's seal) are read off its event loop.
+    decodeCheckpointsOffThread(true);
     // One writer per instance: before anything is read or written (the log's replay above all).
     this.unlock = await lockInstance(this.layout);
     try {

@@ -7,6 +7,7 @@ import type pl from 'nodejs-polars';
 import type { ColumnDef, TableSchema } from '../schema/tables.ts';
 import { diskFullNote, fsyncPath } from '../storage/files.ts';
 import { exposeGc, ReturnedInput, serveTasks } from '../storage/worker-pool.ts';
+import type { Action } from './actions.ts';
 import { Arena, type Batches, batchList, checkBatch, isPacked, joinBatches, transferables } from './batch.ts';
 import type { CheckpointContent } from './checkpoint.ts';
 import { encodeCheckpoint } from './checkpoint-writer.ts';
@@ -180,5 +181,11 @@ serveTasks({
       throw err;
     }
     return { sizeInBytes: bytes.length, actions };
+  },
+
+  /** A checkpoint's actions, decoded here: apache-arrow and parquet-wasm load in this thread. */
+  async readCheckpoint(bytes: Uint8Array): Promise<Action[]> {
+    const { decodeCheckpoint } = await import('./checkpoint.ts');
+    return decodeCheckpoint(bytes);
   },
 });

@@ -20,7 +20,12 @@ import { checkpointFileName, commitFileName, LOG_DIR } from '../../src/delta/act
 import { batchFromRows, type ColumnBatch, isIntact, packBatch } from '../../src/delta/batch.ts';
 import { deltaSchemaString } from '../../src/delta/schema-string.ts';
 import { computeStats } from '../../src/delta/stats.ts';
-import { closeDeltaWorkers, type DeltaOptions, DeltaTable } from '../../src/delta/table.ts';
+import {
+  closeDeltaWorkers,
+  type DeltaOptions,
+  DeltaTable,
+  decodeCheckpointsOffThread,
+} from '../../src/delta/table.ts';
 import { type Row, SCHEMAS, type TableSchema } from '../../src/schema/tables.ts';
 import { readRows, sortRows } from './read.ts';
 import { makeRows, rowToJson } from './rows.ts';
@@ -250,6 +255,23 @@ test('checkpoints: every N commits, and replay from any of them equals the full 
 
   const fromCheckpoint = await DeltaTable.open(dir);
   assert.deepEqual(snapshotOf(fromCheckpoint), want);
+  // Decoded in the Parquet worker, as a process that ingests does: the same snapshot; a
+  // checkpoint that cannot be decoded there is skipped for the commits, as in this thread.
+  decodeCheckpointsOffThread(true);
+  try {
+    assert.deepEqual(snapshotOf(await DeltaTable.open(dir)), want);
+    const good = readFileSync(join(logDir, checkpointFileName(13)));
+    writeFileSync(join(logDir, checkpointFileName(13)), Buffer.from('not parquet'));
+    const skipping = await DeltaTable.open(dir);
+    assert.deepEqual(snapshotOf(skipping), want);
+    assert.deepEqual(
+      skipping.unreadableCheckpoints.map((u) => u.version),
+      [13],
+    );
+    writeFileSync(join(logDir, checkpointFileName(13)), good);
+  } finally {
+    decodeCheckpointsOffThread(false);
+  }
 
   // Stale _last_checkpoint (a crash between the checkpoint and its pointer): still the newest.
   writeFileSync(join(logDir, '_last_checkpoint'), JSON.stringify({ version: 5, size: 1 }));
