@@ -5,9 +5,8 @@
 // tables (rows doubled) and delete each other's log segments. `index/shipping.lock` (the shipper)
 // is held while a day ships.
 
-import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { link, mkdir, open, readFile, stat, unlink, writeFile } from 'node:fs/promises';
+import { mkdir, open, readFile, stat, unlink } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import type { InstanceLayout } from './layout.ts';
 
@@ -67,69 +66,76 @@ function liveHolder(text: string): number | null {
     : null;
 }
 
-/**
- * Creates `file` holding `text`, unless it exists: written to a file of its own first and then
- * linked into place, so that no one ever reads a lock without its holder (an empty one looked stale).
- */
-async function createWith(file: string, text: string): Promise<boolean> {
-  const tmp = `${file}.${process.pid}-${randomUUID()}`;
-  await writeFile(tmp, text, { flag: 'wx' });
-  try {
-    await link(tmp, file);
-    return true;
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'EEXIST') return false;
-    throw err;
-  } finally {
-    await unlink(tmp).catch(() => {});
-  }
-}
-
+/** A lock found empty this long after it was made was left by a process that died making it. */
+const BEING_WRITTEN_MS = 2_000;
 /** A takeover older than this was left by a process that died in it (a takeover takes milliseconds). */
 const STALE_TAKEOVER_MS = 10_000;
 
+const pause = () => new Promise((r) => setTimeout(r, 10));
+
+/** The lock's text and how long ago it was last written; null once it is gone. */
+async function readLock(file: string): Promise<{ text: string; ageMs: number } | null> {
+  try {
+    const [text, st] = await Promise.all([readFile(file, 'utf8'), stat(file)]);
+    return { text, ageMs: Date.now() - st.mtimeMs };
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
+    throw err;
+  }
+}
+
 /**
  * Creates `file` naming this process, unless another live process holds it (its id is returned).
- * A lock whose process is gone is taken over, one process at a time: under `<file>.takeover` (a
- * hard link, which needs no free block on a full disk), and only if it still names the process
- * found gone, it is written over in place. Two that both found it stale each deleted the lock the
- * other had just made, and both held it (rows doubled). A lock naming this process is taken over
- * too: the caller knows what it holds.
+ * A lock whose process is gone is taken over, one process at a time (`<file>.takeover`, made with
+ * O_EXCL), and only if it still names the process found gone: it is then written over in place,
+ * which needs no free block on a full disk. Two that both found it stale each deleted the lock
+ * the other had just made, and both held it (rows doubled); an empty lock, its maker still
+ * writing it, looked stale too. A lock naming this process is taken over as well: the caller
+ * knows what it holds.
  */
 export async function claimLock(file: string): Promise<Claim> {
   await mkdir(dirname(file), { recursive: true });
   const mine = `${process.pid} ${processStartTime(process.pid) ?? ''}\n`;
   const held: Claim = { held: true, release: () => unlink(file).catch(() => {}) };
   const takeover = `${file}.takeover`;
-  for (let attempt = 0; attempt < 200; attempt++) {
-    const text = await readFile(file, 'utf8').catch((err: NodeJS.ErrnoException) => {
-      if (err.code === 'ENOENT') return null;
-      throw err;
-    });
-    if (text === null) {
-      if (await createWith(file, mine)) return held;
-      continue; // another process made it meanwhile
+  for (let attempt = 0; attempt < 1000; attempt++) {
+    try {
+      const fh = await open(file, 'wx');
+      try {
+        await fh.writeFile(mine);
+      } catch (err) {
+        await unlink(file).catch(() => {}); // not left empty (a full disk): no one waits on it
+        throw err;
+      } finally {
+        await fh.close();
+      }
+      return held;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
     }
-    const holder = liveHolder(text);
+    const found = await readLock(file);
+    if (found === null) continue; // released meanwhile
+    if (found.text === '' && found.ageMs < BEING_WRITTEN_MS) {
+      await pause(); // its maker writes it now
+      continue;
+    }
+    const holder = liveHolder(found.text);
     if (holder !== null) return { held: false, holder };
     try {
-      await link(file, takeover);
+      await (await open(takeover, 'wx')).close();
     } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code;
-      if (code === 'ENOENT') continue; // released meanwhile
-      if (code !== 'EEXIST') throw err;
-      // Another process takes it over now: its lock is there in a moment. Linking set the
-      // takeover's ctime; one this old was left by a process that died in it.
-      const since = await stat(takeover).then(
-        (s) => Date.now() - s.ctimeMs,
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+      // Another process takes it over now: its lock is there in a moment.
+      const age = await stat(takeover).then(
+        (st) => Date.now() - st.mtimeMs,
         () => 0,
       );
-      if (since > STALE_TAKEOVER_MS) await unlink(takeover).catch(() => {});
-      await new Promise((r) => setTimeout(r, 10));
+      if (age > STALE_TAKEOVER_MS) await unlink(takeover).catch(() => {});
+      await pause();
       continue;
     }
     try {
-      if ((await readFile(file, 'utf8').catch(() => null)) !== text) continue; // taken meanwhile
+      if ((await readLock(file))?.text !== found.text) continue; // taken or released meanwhile
       const fh = await open(file, 'r+');
       try {
         await fh.write(mine, 0);

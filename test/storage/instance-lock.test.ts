@@ -10,6 +10,7 @@ import { dirname, join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { InstanceInUseError, Logger } from '../../src/index.ts';
 import { InstanceLayout } from '../../src/storage/layout.ts';
+import { claimLock } from '../../src/storage/process-lock.ts';
 import { logsBody, startChild } from '../server/helpers/crash-loop.ts';
 
 let dir: string;
@@ -37,6 +38,21 @@ function runScript(script: string): Promise<string> {
 }
 
 describe('instance.lock', () => {
+  it('an empty lock, its maker still writing it, is not taken for a stale one', async () => {
+    const maker = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 10000)'], { stdio: 'ignore' });
+    try {
+      const file = join(dir, 'being-written', 'instance.lock');
+      await mkdir(dirname(file), { recursive: true });
+      await writeFile(file, ''); // made with O_EXCL, not yet written
+      const claiming = claimLock(file);
+      await new Promise((r) => setTimeout(r, 100));
+      await writeFile(file, `${maker.pid} \n`);
+      assert.deepEqual(await claiming, { held: false, holder: maker.pid });
+    } finally {
+      maker.kill();
+    }
+  });
+
   it('a lock whose process is gone is taken over by one process alone, however many start at once', async () => {
     // The id of a process that has ended: a lock it left after a crash.
     const gone = await runScript('process.stdout.write(String(process.pid))');
