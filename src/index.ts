@@ -1,5 +1,6 @@
 // The otelake library: the Logger (ingest, start/stop, reads) and the types it speaks.
 
+export type { DamagedTable } from './damaged-tables.ts';
 export type { ColumnBatch } from './delta/batch.ts';
 export {
   type FlushMode,
@@ -40,7 +41,6 @@ export {
   type ShipperStats,
   type ShipSummary,
 } from './shipping/shipper.ts';
-export type { DamagedTable } from './storage/damaged-tables.ts';
 export { defaultOptions, type LoggerOptions, type PartialOptions } from './storage/options.ts';
 export { InstanceInUseError } from './storage/process-lock.ts';
 export { VERSION } from './version.ts';

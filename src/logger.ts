@@ -4,6 +4,7 @@
 
 import { access, mkdir } from 'node:fs/promises';
 import type { LazyDataFrame } from 'nodejs-polars';
+import { type DamagedTable, DamagedTables, damageOf } from './damaged-tables.ts';
 import { BatchBuilder, type BatchPart, type PackedBatch, sliceBatch } from './delta/batch.ts';
 import { dataFileProblem, dataFileProblems } from './delta/check.ts';
 import { DeltaTable, decodeCheckpointsOffThread, warmDeltaWorkers } from './delta/table.ts';
@@ -39,7 +40,6 @@ import {
   type ShipperTiming,
   type ShipSummary,
 } from './shipping/shipper.ts';
-import { type DamagedTable, DamagedTables, damageOf } from './storage/damaged-tables.ts';
 import { appendDayPhase, type DayPhaseLine, finishedDays, readDayPhases } from './storage/days-index.ts';
 import { DEFAULT_DIR, DEFAULT_INSTANCE_ID, InstanceLayout } from './storage/layout.ts';
 import {

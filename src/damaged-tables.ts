@@ -7,9 +7,9 @@
 // succeeds (which may not have touched the damaged file: another project's read skips it), and
 // now and then while ingest asks for it.
 
-import { DeltaLogError } from '../delta/table.ts';
-import { DamagedTableError } from '../read/files.ts';
-import type { TableName } from '../schema/tables.ts';
+import { DeltaLogError } from './delta/table.ts';
+import { DamagedTableError } from './read/files.ts';
+import type { TableName } from './schema/tables.ts';
 
 export interface DamagedTable {
   table: TableName;
