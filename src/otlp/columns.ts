@@ -183,6 +183,11 @@ const NULL_CELLS_MAX_ROWS = 8192;
  */
 export const MAX_HELD_ROWS = 1 << 20;
 
+/** The rows of one table a request may make: the server's cap (MapContext.maxRows), at most MAX_HELD_ROWS. */
+export function rowCap(maxRows: number | undefined): number {
+  return Math.min(maxRows ?? MAX_HELD_ROWS, MAX_HELD_ROWS);
+}
+
 /** A request of more rows than the server takes at once (413). */
 export function tooManyRows(max: number, table: TableName | string): TooManyRowsError {
   return new TooManyRowsError(`more than ${max} ${table} rows in one request: send smaller batches`);
@@ -204,9 +209,9 @@ export class TableRows {
   /** Rows handed on. */
   flushed = 0;
 
-  constructor(table: TableName, maxRows = MAX_HELD_ROWS) {
+  constructor(table: TableName, maxRows?: number) {
     this.table = table;
-    this.maxRows = Math.min(maxRows, MAX_HELD_ROWS);
+    this.maxRows = rowCap(maxRows);
     let shared = SHARED_COLUMNS.get(table);
     if (shared === undefined) {
       shared = columnsOf(table, SHARED);

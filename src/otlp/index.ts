@@ -5,7 +5,7 @@
 // RowSink) one by one, as column values in the table's column order; a resource whose project.id
 // attribute is not a project id gives rows whose project is a RefusedProject, for the sink to refuse.
 
-export { MAX_HELD_ROWS, type RowSink, tooManyRows } from './columns.ts';
+export { MAX_HELD_ROWS, type RowSink, rowCap, tooManyRows } from './columns.ts';
 export { OtlpDecodeError, TooManyRowsError } from './errors.ts';
 export { type MapOutcome, mapRequest, type Route } from './map.ts';
 export { loadProtobuf, PROTOBUF_PACKAGE, type ProtoCodec, protobufInstalled } from './proto.ts';

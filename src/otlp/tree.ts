@@ -7,7 +7,7 @@
 import { type RefusedProject, resourceProjectId } from '../schema/project.ts';
 import type { Row, TableName } from '../schema/tables.ts';
 import { nanosToMicros } from '../schema/time.ts';
-import { MAX_HELD_ROWS, tooManyRows } from './columns.ts';
+import { MAX_HELD_ROWS, rowCap, tooManyRows } from './columns.ts';
 import { LossyJsonNumber, OtlpDecodeError, TooManyRowsError } from './errors.ts';
 import type { MapContext, Signal } from './request.ts';
 import {
@@ -87,7 +87,7 @@ const RESOURCE_FIELD: Readonly<Record<Signal, readonly [string, string]>> = {
 export function mapJsonTree(signal: Signal, body: Uint8Array, ctx: MapContext): Mapped {
   // JSON.parse holds every value of the body at once: `[{},{},...]` is one object per 3 bytes, and
   // a few KB of gzip inflate to millions. Counted first, against the request's cap on rows.
-  const most = Math.min(ctx.maxRows ?? MAX_HELD_ROWS, MAX_HELD_ROWS) * TREE_VALUES_PER_ROW;
+  const most = rowCap(ctx.maxRows) * TREE_VALUES_PER_ROW;
   if (jsonValuesOver(body, most)) {
     throw new TooManyRowsError(
       `a JSON body of more than ${most} values in a form read through JSON.parse (one the reader ` +
@@ -195,7 +195,7 @@ function isNumberChar(c: number): boolean {
  * field has the wrong type. Tables without rows are left out of `tables`.
  */
 export function mapTree(signal: Signal, root: Msg, ctx: MapContext): Mapped {
-  const st: TreeState = { invalidIds: 0, maxRows: Math.min(ctx.maxRows ?? MAX_HELD_ROWS, MAX_HELD_ROWS) };
+  const st: TreeState = { invalidIds: 0, maxRows: rowCap(ctx.maxRows) };
   const tables: Partial<Record<TableName, Row[]>> = {};
   let items: number;
   if (signal === 'traces') {

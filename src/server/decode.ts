@@ -9,11 +9,11 @@
 import { BatchBuilder, type PackedBatch } from '../delta/batch.ts';
 import {
   type BodyFormat,
-  MAX_HELD_ROWS,
   mapRequest,
   OtlpDecodeError,
   protobufInstalled,
   type RowSink,
+  rowCap,
   type Signal,
   TooManyRowsError,
   tooManyRows,
@@ -148,7 +148,7 @@ export class RequestDecoder implements RowSink {
     this.protobuf = protobuf;
     this.settings = settings;
     this.limiter = new AttributeLimiter(limits);
-    this.maxRows = Math.min(limits.maxRows ?? MAX_HELD_ROWS, MAX_HELD_ROWS);
+    this.maxRows = rowCap(limits.maxRows);
   }
 
   decode(task: DecodeTask): DecodeResult {
