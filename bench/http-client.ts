@@ -35,6 +35,8 @@ export class RawConnection {
   private readonly ready: Promise<void>;
   /** Why the connection ended; a request sent after that fails with it at once. */
   private ended: Error | null = null;
+  /** Requests sent and not yet answered (counted from the call, before the connection is up). */
+  private unanswered = 0;
 
   constructor(host: string, port: number) {
     this.socket = connect({ host, port, noDelay: true });
@@ -49,13 +51,23 @@ export class RawConnection {
 
   /** The answer's status; `onWrite` gets the time (performance.now()) the request is written. */
   async send(bytes: Buffer, onWrite?: (at: number) => void): Promise<number> {
-    await this.ready;
-    // A server may close the connection after an answer (a refusal with Connection: close).
-    if (this.ended) throw this.ended;
-    return new Promise((resolve, reject) => {
-      this.waiting.push({ bytes, resolve, reject, onWrite });
-      this.next();
-    });
+    this.unanswered++;
+    try {
+      await this.ready;
+      // A server may close the connection after an answer (a refusal with Connection: close).
+      if (this.ended) throw this.ended;
+      return await new Promise((resolve, reject) => {
+        this.waiting.push({ bytes, resolve, reject, onWrite });
+        this.next();
+      });
+    } finally {
+      this.unanswered--;
+    }
+  }
+
+  /** Up, and with no request in flight or waiting: a request sent now is written at once. */
+  get idle(): boolean {
+    return this.unanswered === 0 && this.ended === null;
   }
 
   private next(): void {
@@ -102,21 +114,31 @@ export interface RateResult {
   statuses: Record<number, number>;
   /** Each request's latency from its scheduled send time (a stall is not hidden), ms. */
   latencies: number[];
-  /** Each request's latency from when it was written (its wait for a busy connection left out). */
+  /** Each request's latency from when it was written (the load tool's own lateness left out). */
   fromWrite: number[];
+  /** Connections used: the ones given and those opened because all were busy. */
+  connections: number;
 }
 
+/** At most this many connections in an open-loop phase; beyond it a request waits for a busy one. */
+const MAX_CONNECTIONS = 64;
+
 /**
- * Sends `rps` requests a second for `ms` (open loop: the schedule does not wait for answers), in
- * turn over the connections, each one of the prepared `raw` requests in turn.
+ * Sends `rps` requests a second for `ms` (open loop: the schedule does not wait for answers), each
+ * one of the prepared `raw` requests in turn. A request goes out on an idle connection; when every
+ * one is busy, `open` makes another (appended to `conns`, for the caller to close), up to 64, as
+ * an HTTP client's pool does (Go's, under the Collector's exporters, opens one per concurrent
+ * request). Without `open`, or past 64, requests take the connections in turn and wait for a busy
+ * one, and that wait counts in their latency.
  */
 export async function sendAtRate(
-  conns: readonly RawConnection[],
+  conns: RawConnection[],
   raw: readonly Buffer[],
   ms: number,
   rps: number,
+  open?: () => RawConnection,
 ): Promise<RateResult> {
-  const out: RateResult = { requests: 0, statuses: {}, latencies: [], fromWrite: [] };
+  const out: RateResult = { requests: 0, statuses: {}, latencies: [], fromWrite: [], connections: 0 };
   const interval = 1000 / rps;
   const start = performance.now();
   const total = Math.floor((ms / 1000) * rps);
@@ -127,25 +149,36 @@ export async function sendAtRate(
     const scheduled = start + i * interval;
     const wait = scheduled - performance.now();
     if (wait > 1) await new Promise((r) => setTimeout(r, wait));
-    let written = scheduled;
+    // Sent up to 1 ms early rather than late (timers are not finer): then timed from the send.
+    const from = Math.min(scheduled, performance.now());
+    let written = from;
+    let conn = conns.find((c) => c.idle);
+    if (conn === undefined && open !== undefined && conns.length < MAX_CONNECTIONS) {
+      conn = open();
+      conns.push(conn);
+    }
+    conn ??= conns[i % conns.length]!;
     inflight.push(
-      conns[i % conns.length]!.send(raw[i % raw.length]!, (at) => {
-        written = at;
-      }).then(
-        (status) => {
-          const now = performance.now();
-          out.latencies.push(now - scheduled);
-          out.fromWrite.push(now - written);
-          out.statuses[status] = (out.statuses[status] ?? 0) + 1;
-          out.requests++;
-        },
-        (err: Error) => {
-          failure ??= err;
-        },
-      ),
+      conn
+        .send(raw[i % raw.length]!, (at) => {
+          written = at;
+        })
+        .then(
+          (status) => {
+            const now = performance.now();
+            out.latencies.push(now - from);
+            out.fromWrite.push(now - written);
+            out.statuses[status] = (out.statuses[status] ?? 0) + 1;
+            out.requests++;
+          },
+          (err: Error) => {
+            failure ??= err;
+          },
+        ),
     );
   }
   await Promise.all(inflight);
   if (failure !== null) throw failure;
+  out.connections = conns.length;
   return out;
 }

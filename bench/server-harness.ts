@@ -333,8 +333,10 @@ export interface PhaseResult {
   requests: number;
   statuses: Record<number, number>;
   latencies: number[];
-  /** Open loop: each request's latency from when it was written (its wait to be sent left out). */
+  /** Open loop: each request's latency from when it was written (the load tool's lateness left out). */
   fromWrite?: number[];
+  /** Open loop: the connections it used (more open when all are busy). */
+  connections?: number;
 }
 
 /** Closed loop: every connection sends its next request as soon as the previous one is answered. */
@@ -367,7 +369,10 @@ export async function closedLoop(
   return out;
 }
 
-/** Open loop at a fixed request rate; latency counts from the scheduled send time. */
+/**
+ * Open loop at a fixed request rate; latency counts from the scheduled send time. A request finds
+ * an idle connection or opens one, as a client's pool does.
+ */
 export async function openLoop(
   url: string,
   bodies: Body[],
@@ -377,8 +382,15 @@ export async function openLoop(
   rps: number,
 ): Promise<PhaseResult> {
   const { raw, conns } = prepare(url, bodies, connections, path);
+  const target = new URL(url);
   try {
-    return await sendAtRate(conns, raw, ms, rps);
+    return await sendAtRate(
+      conns,
+      raw,
+      ms,
+      rps,
+      () => new RawConnection(target.hostname, Number(target.port)),
+    );
   } finally {
     for (const c of conns) c.close();
   }

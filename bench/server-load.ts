@@ -11,7 +11,9 @@
 //     when the previous one is answered);
 //   - request latency p50/p99 at half the measured rate (open loop, measured from the scheduled
 //     send time, so a stall is not hidden; in brackets from when the request was written, which
-//     leaves out the load tool's own lateness and a wait for a busy connection), and that phase's
+//     leaves out the load tool's own lateness). A request goes out on an idle connection, and when
+//     all are busy on a new one, as an exporter's HTTP pool does (Go's opens a connection per
+//     concurrent request); the cell names the connections used. That phase's
 //     CPU seconds per million items and rows per file once its rows are written (with
 //     `--half-rate`, any lighter load's);
 //   - the server process's peak RSS (VmHWM), its CPU (process and event loop), CPU seconds per
@@ -22,7 +24,9 @@
 //     (threads that ended meanwhile included).
 //   - how fast the machine was: the CPU of the decode step alone (bench/otlp-decode-map.ts, log
 //     records over protobuf) just before and just after the run, as its speed swings from hour
-//     to hour.
+//     to hour; and how steady (bench/machine-stalls.ts: the share of 5 s it ran below a third of
+//     its speed), as in some hours the whole machine slows ~10x for 10-150 ms every 1-2 s, and a
+//     server at half load then queues tens of ms of requests whatever it does.
 // Request bodies are encoded (and gzipped) before the clock starts: the generator only sends, each
 // request as one prepared buffer over a lean HTTP/1.1 client (bench/http-client.ts), so that it takes
 // little of the CPU the server needs.
@@ -82,6 +86,7 @@
 
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
+import { describeStalls, measureStalls } from './machine-stalls.ts';
 import {
   buildBodies,
   closedLoop,
@@ -104,6 +109,9 @@ import {
   THREAD_GROUPS,
   waitDrained,
 } from './server-harness.ts';
+
+/** Seconds of bench/machine-stalls.ts before and after the run. */
+const STALL_SECONDS = 5;
 
 await main();
 
@@ -147,6 +155,7 @@ async function main(): Promise<void> {
   console.log(
     `the decode step alone, before the run: ${await decodeStepSeconds()} of CPU per 1M log records`,
   );
+  console.log(`the machine before the run: ${describeStalls(measureStalls(STALL_SECONDS), STALL_SECONDS)}`);
   console.log(`tuned options: ${JSON.stringify(tuned)}`);
   console.log(
     `${connections} keep-alive connections, ${warmup} s warm-up, ${seconds} s measured, ${items} items per request`,
@@ -250,7 +259,7 @@ async function main(): Promise<void> {
         Math.round((accepted * itemsPerRequest) / elapsed).toLocaleString('en-US'),
         p50p99(full.latencies),
         half
-          ? `${Math.round((half.requests * itemsPerRequest) / seconds).toLocaleString('en-US')}: ${p50p99(half.latencies)} (${p50p99(half.fromWrite ?? [])})`
+          ? `${Math.round((half.requests * itemsPerRequest) / seconds).toLocaleString('en-US')}: ${p50p99(half.latencies)} (${p50p99(half.fromWrite ?? [])}), ${half.connections} conns`
           : '-',
         halfCpuPerMillion === null ? '-' : halfCpuPerMillion.toFixed(1),
         halfRowsPerFile === null ? '-' : Math.round(halfRowsPerFile).toLocaleString('en-US'),
@@ -289,7 +298,7 @@ async function main(): Promise<void> {
   }
   console.log('');
   console.log(
-    '| scenario | body bytes | committed items/s | accepted items/s | full-load p50 / p99 ms | half rate items/s: p50 / p99 ms (from the write) | half rate: CPU s per 1M items | half rate: rows per file | server peak RSS MiB | server CPU process / main thread | server CPU s per 1M items | rows per file | event-loop delay p99 / max ms | statuses |',
+    '| scenario | body bytes | committed items/s | accepted items/s | full-load p50 / p99 ms | half rate items/s: p50 / p99 ms (from the write), connections used | half rate: CPU s per 1M items | half rate: rows per file | server peak RSS MiB | server CPU process / main thread | server CPU s per 1M items | rows per file | event-loop delay p99 / max ms | statuses |',
   );
   console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const r of rows) console.log(`| ${r.join(' | ')} |`);
@@ -300,6 +309,7 @@ async function main(): Promise<void> {
   for (const r of threadRows) console.log(`| ${r.join(' | ')} |`);
   console.log('');
   console.log(`the decode step alone, after the run: ${await decodeStepSeconds()} of CPU per 1M log records`);
+  console.log(`the machine after the run: ${describeStalls(measureStalls(STALL_SECONDS), STALL_SECONDS)}`);
   if (rounds > 1) printRounds(results);
   if (srcNames.length > 1) printServerRatios(results, srcNames);
 }
