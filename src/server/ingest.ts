@@ -165,6 +165,107 @@ function overRate(reply: FastifyReply, seconds: number, format: Format): Fastify
   return sendRetryLater(reply, why, format, 429, seconds);
 }
 
+/** What a request's headers settle before its body is read. */
+interface RequestHead {
+  format: Format;
+  /** X-Project-Id, or with auth on the token's project (the access hook refused another). */
+  headerProject: string | undefined;
+  /** The body's Content-Encoding, in the order they are undone. */
+  codings: string[];
+}
+
+/**
+ * The head of an export request, or the answer refusing it before its body is read: an
+ * unsupported content type (protobuf too, without protobufjs), an invalid X-Project-Id, a project
+ * over its rate, an unsupported Content-Encoding.
+ */
+function checkHead(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  protobuf: boolean,
+  rates: ProjectRates | null,
+): RequestHead | { refused: FastifyReply } {
+  const format = formatOf(request.headers['content-type']);
+  if (format === null) {
+    return {
+      refused: sendText(
+        reply,
+        415,
+        `unsupported content type ${JSON.stringify(request.headers['content-type'] ?? '')}: ` +
+          'send application/json or application/x-protobuf',
+      ),
+    };
+  }
+  if (format === 'protobuf' && !protobuf) {
+    return {
+      refused: sendText(
+        reply,
+        415,
+        `protobuf request bodies need the optional package "${PROTOBUF_PACKAGE}": install it with ` +
+          `\`npm install ${PROTOBUF_PACKAGE}\` and restart the server, or send application/json`,
+      ),
+    };
+  }
+  const headerProject = request.principal?.project ?? headerValue(request.headers['x-project-id']);
+  if (headerProject !== undefined && !isValidProjectId(headerProject)) {
+    const why = `invalid X-Project-Id ${JSON.stringify(headerProject)}: use ${PROJECT_ID_RULE}`;
+    return { refused: sendStatus(reply, 400, why, format) };
+  }
+  const wait = headerProject === undefined ? 0 : (rates?.retryAfter([headerProject]) ?? 0);
+  if (wait > 0) return { refused: overRate(reply, wait, format) };
+  try {
+    return { format, headerProject, codings: codingsFor(headerValue(request.headers['content-encoding'])) };
+  } catch (err) {
+    if (err instanceof BodyError) return { refused: sendText(reply, err.statusCode, err.message) };
+    throw err;
+  }
+}
+
+/**
+ * The answer to a request whose rows went to the pipeline: 200 with the rows rejected (and, with
+ * a dropping policy, dropped) in partial_success; 503 or 429 with Retry-After when the request
+ * should be sent again.
+ */
+function answerIngested(
+  reply: FastifyReply,
+  route: SignalRoute,
+  format: Format,
+  result: RequestResult,
+  invalidIds: number,
+  dropPolicy: string,
+): FastifyReply {
+  if (result.outcome === 'project_full') {
+    const why =
+      'a project of this request holds its share of the ingest queue (producer_config.project_queue_share)';
+    return sendRetryLater(reply, why, format, 429);
+  }
+  const retry = RETRY_LATER[result.outcome];
+  if (retry !== undefined) {
+    return sendRetryLater(reply, result.message ? `${retry}: ${result.message}` : retry, format);
+  }
+  let rejected = 0;
+  const reasons = new Map<string, number>();
+  for (const table of route.itemTables) {
+    const r = result.tables[table];
+    if (!r) continue;
+    rejected += r.rejected;
+    for (const [reason, n] of Object.entries(r.reasons)) reasons.set(reason, (reasons.get(reason) ?? 0) + n);
+    // A dropping policy refuses rows by design: they count as rejected, not retried. Its name:
+    // drop_newest, or drop_oldest when evicting every queued row still left no room (the rest
+    // of the queue is reserved by requests in flight).
+    if (result.outcome === 'dropped' && r.dropped > 0) {
+      rejected += r.dropped;
+      const why = `queue_full (${dropPolicy})`;
+      reasons.set(why, (reasons.get(why) ?? 0) + r.dropped);
+    }
+  }
+  const message = describeRejections(route, rejected, reasons, invalidIds);
+  return reply
+    .code(200)
+    .type(CONTENT_TYPE[format])
+    .send(asBuffer(encodeExportResponse(route.signal, { rejected, message }, format)));
+}
+
 export function registerIngestRoutes(app: FastifyInstance, opts: IngestRouteOptions): void {
   const { logger, decoders } = opts;
   const waitFor = opts.ingestWaitMs === undefined ? {} : { waitMs: opts.ingestWaitMs };
@@ -187,47 +288,10 @@ export function registerIngestRoutes(app: FastifyInstance, opts: IngestRouteOpti
   }
 
   async function handleExport(route: SignalRoute, request: FastifyRequest, reply: FastifyReply) {
-    const format = formatOf(request.headers['content-type']);
-    if (format === null) {
-      return sendText(
-        reply,
-        415,
-        `unsupported content type ${JSON.stringify(request.headers['content-type'] ?? '')}: ` +
-          'send application/json or application/x-protobuf',
-      );
-    }
-    // Refused before the body is read: without protobufjs the decoders take no protobuf.
-    if (format === 'protobuf' && !decoders.protobuf) {
-      return sendText(
-        reply,
-        415,
-        `protobuf request bodies need the optional package "${PROTOBUF_PACKAGE}": install it with ` +
-          `\`npm install ${PROTOBUF_PACKAGE}\` and restart the server, or send application/json`,
-      );
-    }
+    const head = checkHead(request, reply, decoders.protobuf, opts.rates);
+    if ('refused' in head) return head.refused;
+    const { format, headerProject, codings } = head;
 
-    // With auth on, the token's project (the access hook refused another X-Project-Id).
-    const headerProject = request.principal?.project ?? headerValue(request.headers['x-project-id']);
-    if (headerProject !== undefined && !isValidProjectId(headerProject)) {
-      return sendStatus(
-        reply,
-        400,
-        `invalid X-Project-Id ${JSON.stringify(headerProject)}: use ${PROJECT_ID_RULE}`,
-        format,
-      );
-    }
-
-    // A project over its rate is refused before its body is read and decoded.
-    const wait = headerProject === undefined ? 0 : (opts.rates?.retryAfter([headerProject]) ?? 0);
-    if (wait > 0) return overRate(reply, wait, format);
-
-    let codings: string[];
-    try {
-      codings = codingsFor(headerValue(request.headers['content-encoding']));
-    } catch (err) {
-      if (err instanceof BodyError) return sendText(reply, err.statusCode, err.message);
-      throw err;
-    }
     // The body's bytes count against the budget until the request is answered, whatever the path.
     const lease = opts.bodies.lease();
     reply.raw.once('close', () => lease.release());
@@ -297,37 +361,13 @@ export function registerIngestRoutes(app: FastifyInstance, opts: IngestRouteOpti
       return sendStatus(reply, 503, `cannot store the rows: ${(err as Error).message}`, format);
     }
     if (result.outcome !== 'accepted') opts.rates?.refund(projects);
-    if (result.outcome === 'project_full') {
-      const why =
-        'a project of this request holds its share of the ingest queue (producer_config.project_queue_share)';
-      return sendRetryLater(reply, why, format, 429);
-    }
-    const retry = RETRY_LATER[result.outcome];
-    if (retry !== undefined) {
-      return sendRetryLater(reply, result.message ? `${retry}: ${result.message}` : retry, format);
-    }
-
-    let rejected = 0;
-    const reasons = new Map<string, number>();
-    for (const table of route.itemTables) {
-      const r = result.tables[table];
-      if (!r) continue;
-      rejected += r.rejected;
-      for (const [reason, n] of Object.entries(r.reasons))
-        reasons.set(reason, (reasons.get(reason) ?? 0) + n);
-      // A dropping policy refuses rows by design: they count as rejected, not retried. Its name:
-      // drop_newest, or drop_oldest when evicting every queued row still left no room (the rest
-      // of the queue is reserved by requests in flight).
-      if (result.outcome === 'dropped' && r.dropped > 0) {
-        rejected += r.dropped;
-        const why = `queue_full (${logger.options.producer_config.drop_policy})`;
-        reasons.set(why, (reasons.get(why) ?? 0) + r.dropped);
-      }
-    }
-    const message = describeRejections(route, rejected, reasons, decoded.invalidIds);
-    return reply
-      .code(200)
-      .type(CONTENT_TYPE[format])
-      .send(asBuffer(encodeExportResponse(route.signal, { rejected, message }, format)));
+    return answerIngested(
+      reply,
+      route,
+      format,
+      result,
+      decoded.invalidIds,
+      logger.options.producer_config.drop_policy,
+    );
   }
 }
