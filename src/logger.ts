@@ -51,7 +51,7 @@ import {
   saveOptions,
 } from './storage/options.ts';
 import { lockInstance } from './storage/process-lock.ts';
-import { type ResolvedS3, resolveS3, type S3Config } from './storage/s3-config.ts';
+import { type ResolvedS3, resolveS3, S3_CONFIG_KEYS, type S3Config } from './storage/s3-config.ts';
 import { type WalEntry, type WalOptions, type WalStats, WriteAheadLog } from './wal/wal.ts';
 
 export type { S3Config } from './storage/s3-config.ts';
@@ -59,6 +59,10 @@ export type { S3Config } from './storage/s3-config.ts';
 export interface LoggerInit {
   instanceId?: string;
   instanceDir?: string;
+  /** The specification's spelling of `instanceId` (either may be given, not both differing). */
+  instance_id?: string;
+  /** The specification's spelling of `instanceDir`. */
+  instance_dir?: string;
   options?: PartialOptions;
   /** Object-storage settings; each field given overrides its environment variables (never persisted). */
   s3?: S3Config;
@@ -85,6 +89,78 @@ export interface LoggerInit {
   heldRetryMs?: number;
   /** How long a stop with `flush: 'auto'` waits for the tables' writes (default 30 s). */
   stopFlushTimeoutMs?: number;
+}
+
+const INIT_KEYS: readonly (keyof LoggerInit)[] = [
+  'instanceId',
+  'instanceDir',
+  'options',
+  's3',
+  'clock',
+  'handleSignals',
+  'log',
+  'autoShip',
+  'shipperTiming',
+  'heldRetryMs',
+  'stopFlushTimeoutMs',
+];
+const SPEC_SPELLINGS: Readonly<Record<string, 'instanceId' | 'instanceDir'>> = {
+  instance_id: 'instanceId',
+  instance_dir: 'instanceDir',
+};
+
+function isPlainObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/**
+ * `init` checked: an object whose keys are settings (a mistyped one, or a path given instead of
+ * the object, would otherwise put the data in ./svc_data unnoticed), the specification's
+ * spellings taken as their camelCase settings, the instance's names strings, s3 an object of
+ * S3Config fields.
+ */
+function checkedInit(init: unknown): LoggerInit {
+  if (init === undefined) return {};
+  const where = 'new Logger(init)';
+  if (!isPlainObject(init)) {
+    throw new TypeError(
+      `${where}: init is an object such as { instanceDir: './svc_data', instanceId: 'default' }, got ${
+        init === null ? 'null' : Array.isArray(init) ? 'an array' : typeof init
+      }`,
+    );
+  }
+  const out: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(init)) {
+    if (value === undefined) continue;
+    const name = SPEC_SPELLINGS[key] ?? key;
+    if (!(INIT_KEYS as readonly string[]).includes(name)) {
+      throw new TypeError(
+        `${where}: unknown setting ${JSON.stringify(key)}; the settings: ${INIT_KEYS.join(', ')}`,
+      );
+    }
+    if (out[name] !== undefined && out[name] !== value) {
+      const spec = Object.keys(SPEC_SPELLINGS).find((k) => SPEC_SPELLINGS[k] === name);
+      throw new TypeError(`${where}: ${spec} and ${name} are the same setting, given two values`);
+    }
+    out[name] = value;
+  }
+  for (const name of ['instanceId', 'instanceDir'] as const) {
+    if (out[name] !== undefined && typeof out[name] !== 'string') {
+      throw new TypeError(`${where}: ${name} is a string, got ${typeof out[name]}`);
+    }
+  }
+  const s3 = out['s3'];
+  if (s3 !== undefined) {
+    if (!isPlainObject(s3)) throw new TypeError(`${where}: s3 is an object of S3 settings`);
+    for (const key of Object.keys(s3)) {
+      if (!(S3_CONFIG_KEYS as readonly string[]).includes(key)) {
+        throw new TypeError(
+          `${where}: unknown s3 setting ${JSON.stringify(key)}; the settings: ${S3_CONFIG_KEYS.join(', ')}`,
+        );
+      }
+    }
+  }
+  return out as LoggerInit;
 }
 
 export type LogSink = (level: 'error' | 'warn' | 'info', message: string) => void;
@@ -303,7 +379,8 @@ export class Logger {
   private heldTimer: NodeJS.Timeout | null = null;
   private requeueing: Promise<void> | null = null;
 
-  constructor(init: LoggerInit = {}) {
+  constructor(given: LoggerInit = {}) {
+    const init = checkedInit(given);
     this.init = init;
     this.clock = init.clock ?? Date.now;
     this.logSink = init.log ?? stderrSink;

@@ -47,6 +47,29 @@ describe('Logger', () => {
     await logger.stop();
   });
 
+  it("refuses an init that is not its settings, and takes the specification's instance_dir and instance_id", async () => {
+    // Each of these once opened ./svc_data/default unnoticed: a path instead of the object, a
+    // mistyped key, an S3 field in another spelling.
+    const refused: [unknown, RegExp][] = [
+      [null, /init is an object .* got null/],
+      ['./data', /got string/],
+      [[], /got an array/],
+      [{ dir: dir }, /unknown setting "dir"; the settings: instanceId, instanceDir/],
+      [{ instanceDir: dir, s3: { access_key_id: 'x' } }, /unknown s3 setting "access_key_id"/],
+      [
+        { instance_dir: dir, instanceDir: join(dir, 'other') },
+        /instance_dir and instanceDir are the same setting/,
+      ],
+      [{ instanceDir: 5 }, /instanceDir is a string/],
+    ];
+    for (const [init, message] of refused) {
+      assert.throws(() => new Logger(init as never), message, JSON.stringify(init));
+    }
+    const logger = await Logger.open({ instance_dir: dir, instance_id: 'spec-names', handleSignals: false });
+    await logger.stop();
+    assert.ok(existsSync(join(dir, 'spec-names', 'configs', 'options.json')));
+  });
+
   it('ingests, commits and reads back log rows exactly, newest first', async () => {
     const logger = await Logger.open({ instanceDir: dir, instanceId: 'rw', handleSignals: false });
     const t0 = 1_763_700_000_000_000_000n;

@@ -31,6 +31,12 @@ const OPTIONAL_ALIASES = { prefix: ['S3_PREFIX'], sessionToken: ['CLOUD_SESSION_
 
 export type S3Setting = keyof typeof S3_ENV_ALIASES;
 
+/** Every field of S3Config. */
+export const S3_CONFIG_KEYS: readonly (keyof S3Config)[] = [
+  ...(Object.keys(S3_ENV_ALIASES) as S3Setting[]),
+  ...(Object.keys(OPTIONAL_ALIASES) as (keyof typeof OPTIONAL_ALIASES)[]),
+];
+
 /** The region used for signing when none is configured (S3-compatible servers ignore it). */
 const SIGNING_REGION_WHEN_EMPTY = 'us-east-1';
 
