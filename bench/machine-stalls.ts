@@ -2,11 +2,13 @@
 // again for --seconds, and reports how much of the time it ran below a third of its usual speed
 // (the median piece's), in how many episodes, and the longest.
 //
-// On this project's 2-core machines the whole machine (both cores at once, idle or not, no steal
-// reported) slowed ~10x for 10-150 ms every 1-2 s in some hours: 5-8% of the time. A server at half
-// load then has ~5x more work than cores for that long, and any request in such an episode waits
-// tens of ms, whatever the server. bench/server-load.ts prints this before and after its run, so
-// that its latency figures say what kind of hour they come from.
+// On this project's 2-core machine the whole machine (both cores at once, no steal reported)
+// slowed ~10x for 10-150 ms every 1-2 s in some hours: this measured 16.8-20.3% of 5 s below a
+// third of its speed on 2026-12-01, the episodes close enough to merge into runs of 0.7-0.85 s. A
+// server at half load then has ~5x more work than cores for that long, and any request in such an
+// episode waits tens of ms, whatever the server. bench/server-load.ts prints this before and after
+// its run, so that its latency figures say what kind of hour they come from. Other processes on
+// the machine slow it too: measure with nothing else running.
 //
 //   node bench/machine-stalls.ts [--seconds 5] [--json]
 
