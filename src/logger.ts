@@ -731,6 +731,9 @@ export class Logger {
       close: async () => {
         this.tables.delete(`${table}/${day}`);
         await dt.close();
+        // A finished day's files replaced by in-day compaction go now, not at a seal that an
+        // instance without shipping never runs (today's go as their removals expire).
+        if (day < this.producer!.today()) await dt.deleteRemovedFiles();
       },
     };
   }

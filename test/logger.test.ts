@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -255,6 +255,40 @@ describe('Logger', () => {
     );
     const index = await readFile(join(dir, 'midnight', 'index', 'days.jsonl'), 'utf8');
     assert.match(index, /"day":"2030-01-02","phase":"open"/);
+  });
+
+  it("deletes a finished day's files that in-day compaction replaced once its tables close, without shipping", async () => {
+    // The clock runs, shifted to just before midnight, then moved past it.
+    let shift = Date.parse('2030-01-03T23:58:00Z') - Date.now();
+    const logger = await Logger.open({
+      instanceDir: dir,
+      instanceId: 'replaced',
+      options: {
+        aggregator_config: { max_age_s: 0.1, min_batch_rows: 1 },
+        storage_config: { compact_min_files: 2, compact_small_file_rows: 1000 },
+      },
+      clock: () => Date.now() + shift,
+      handleSignals: false,
+    });
+    const dayDir = join(dir, 'replaced', 'staging', 'days', '2030-01-03', 'otel', 'logs');
+    const onDisk = () => readdirSync(dayDir).filter((n) => n.endsWith('.parquet')).length;
+    const live = async () => (await DeltaTable.open(dayDir)).files.length;
+    const until = async (what: string, done: () => boolean | Promise<boolean>) => {
+      for (let i = 0; i < 100 && !(await done()); i++) await new Promise((r) => setTimeout(r, 50));
+      assert.ok(await done(), what);
+    };
+    for (let i = 0; i < 6; i++) {
+      await logger.ingestLog({ project_id: 'p', time_unix_nano: BigInt(i + 1), body: `row ${i}` });
+      await until('written', () => logger.stats().aggregator.rows_written === i + 1);
+    }
+    await until('compacted: removed files still on disk', async () => onDisk() > (await live()));
+    shift += 3 * 60_000;
+    await logger.ingestLog({ project_id: 'p', time_unix_nano: 7n, body: 'next day' });
+    await until('the next day written', () => logger.stats().aggregator.rows_written === 7);
+    await until('the finished day keeps only its live files', async () => onDisk() === (await live()));
+    await logger.stop();
+    const rows = await logger.readLogs({ dateFrom: '2030-01-03', dateTo: '2030-01-03' });
+    assert.equal(rows.length, 6);
   });
 
   it("opens each day's tables with the storage_config options", async () => {

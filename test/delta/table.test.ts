@@ -296,7 +296,7 @@ test('checkpoints: every N commits, and replay from any of them equals the full 
   assert.deepEqual(snapshotOf(await DeltaTable.open(dir)), want);
 });
 
-test('tombstones expire after the retention the engine gives its tables: out of checkpoints and memory', async (t) => {
+test('tombstones expire after the retention the engine gives its tables: out of checkpoints and memory, their files deleted', async (t) => {
   const dir = tempDir();
   // From the real time: VACUUM compares the files' real modification times with the mocked clock.
   const start = Date.now();
@@ -313,19 +313,24 @@ test('tombstones expire after the retention the engine gives its tables: out of 
   };
   const tombstones = () =>
     (table as unknown as { state: { removes: Map<string, unknown> } }).state.removes.size;
+  const dataFiles = () => readdirSync(dir).filter((n) => n.endsWith('.parquet')).length;
   assert.equal(await removesInCheckpoint(), 6);
+  assert.equal(dataFiles(), 7, 'six removed, one live');
   t.mock.timers.setTime(start + 59 * 60_000);
   await appendRows(table, LOGS, makeRows(LOGS, 1, 7, 70));
   assert.equal(await removesInCheckpoint(), 6, 'younger than an hour: kept');
   assert.equal(tombstones(), 6);
+  assert.equal(dataFiles(), 8, 'and their files');
   t.mock.timers.setTime(start + 61 * 60_000);
   await appendRows(table, LOGS, makeRows(LOGS, 1, 8, 80));
   assert.equal(await removesInCheckpoint(), 0, 'older than an hour: left out');
   assert.equal(tombstones(), 0, 'and forgotten');
-  // The removed files are still there until a VACUUM; the table reads the same from the checkpoint.
+  // Without a seal (an instance that does not ship) nothing else would delete them.
+  assert.equal(dataFiles(), 3, 'their files deleted: the three live ones stay');
   const want = snapshotOf(table);
   assert.deepEqual(snapshotOf(await DeltaTable.open(dir)), want);
-  assert.equal((await table.vacuum({ retentionMs: 0 })).deleted, 6);
+  assert.equal(table.files.length, 3);
+  assert.equal((await table.vacuum({ retentionMs: 0 })).deleted, 0);
   await table.close();
 });
 
