@@ -274,7 +274,8 @@ describe('Logger', () => {
     const onDisk = () => readdirSync(dayDir).filter((n) => n.endsWith('.parquet')).length;
     const live = async () => (await DeltaTable.open(dayDir)).files.length;
     const until = async (what: string, done: () => boolean | Promise<boolean>) => {
-      for (let i = 0; i < 100 && !(await done()); i++) await new Promise((r) => setTimeout(r, 50));
+      // Up to 15 s: the first file starts the Parquet worker, slow on a loaded machine.
+      for (let i = 0; i < 300 && !(await done()); i++) await new Promise((r) => setTimeout(r, 50));
       assert.ok(await done(), what);
     };
     for (let i = 0; i < 6; i++) {
