@@ -281,6 +281,17 @@ function errCode(err: unknown): string | undefined {
   return (err as NodeJS.ErrnoException | null)?.code;
 }
 
+/** Deletes a file; false when it was already gone. */
+async function unlinkIfExists(path: string): Promise<boolean> {
+  try {
+    await unlink(path);
+    return true;
+  } catch (err) {
+    if (errCode(err) !== 'ENOENT') throw err;
+    return false;
+  }
+}
+
 async function readIfExists(path: string): Promise<Buffer | null> {
   try {
     return await readFile(path);
@@ -1250,12 +1261,7 @@ export class DeltaTable {
     let deleted = 0;
     for (const path of paths) {
       if (this.state.adds.has(path) || this.inFlight.has(decodeURIComponent(path))) continue;
-      try {
-        await unlink(this.absolute(path));
-        deleted++;
-      } catch (err) {
-        if (errCode(err) !== 'ENOENT') throw err;
-      }
+      if (await unlinkIfExists(this.absolute(path))) deleted++;
     }
     return deleted;
   }
@@ -1288,9 +1294,7 @@ export class DeltaTable {
     await this.checkpoint();
     for (const c of broken) {
       if (c.version >= this.lastCheckpointed) continue;
-      await unlink(join(this.logDir, checkpointFileName(c.version))).catch((err: unknown) => {
-        if (errCode(err) !== 'ENOENT') throw err;
-      });
+      await unlinkIfExists(join(this.logDir, checkpointFileName(c.version)));
     }
     this.state.unreadableCheckpoints = [];
     return broken.length;
@@ -1320,14 +1324,7 @@ export class DeltaTable {
     for (const v of checkpoints) if (v < keep) doomed.push({ version: v, name: checkpointFileName(v) });
     doomed.sort((a, b) => a.version - b.version);
     let deleted = 0;
-    for (const d of doomed) {
-      try {
-        await unlink(join(this.logDir, d.name));
-        deleted++;
-      } catch (err) {
-        if (errCode(err) !== 'ENOENT') throw err;
-      }
-    }
+    for (const d of doomed) if (await unlinkIfExists(join(this.logDir, d.name))) deleted++;
     return { deleted };
   }
 
@@ -1389,12 +1386,7 @@ export class DeltaTable {
           .split('\\')
           .join('/');
         if (this.state.adds.has(rel) || this.inFlight.has(rel)) continue;
-        try {
-          await unlink(abs);
-          deleted++;
-        } catch (err) {
-          if (errCode(err) !== 'ENOENT') throw err;
-        }
+        if (await unlinkIfExists(abs)) deleted++;
       }
       await inLane(this.dir, () =>
         this.commit(
