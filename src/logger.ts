@@ -1125,6 +1125,8 @@ export class Logger {
       today: () => this.producer!.today(),
       whenDayLanded: (day) => this.whenDayLanded(day),
       releaseDay: (day) => this.releaseDay(day),
+      tidyAtStart: this.init.autoShip !== false,
+      report: (level, message) => this.logSink(level, message),
       ...(this.init.shipperTiming ? { timing: this.init.shipperTiming } : {}),
     });
   }

@@ -292,6 +292,52 @@ describe('Logger', () => {
     assert.equal(rows.length, 6);
   });
 
+  it("deletes them at the next start when no process ran at the day's end, without shipping", async () => {
+    let now = Date.parse('2030-01-05T23:50:00Z');
+    const clock = () => now;
+    const options = {
+      aggregator_config: { max_age_s: 0.1, min_batch_rows: 1 },
+      storage_config: { compact_min_files: 2, compact_small_file_rows: 1000 },
+    };
+    const messages: string[] = [];
+    const open = () =>
+      Logger.open({
+        instanceDir: dir,
+        instanceId: 'stopped-over-midnight',
+        options,
+        clock,
+        handleSignals: false,
+        log: (_level, message) => messages.push(message),
+      });
+    const dayDir = join(dir, 'stopped-over-midnight', 'staging', 'days', '2030-01-05', 'otel', 'logs');
+    const onDisk = () => readdirSync(dayDir).filter((n) => n.endsWith('.parquet')).length;
+    const live = async () => (await DeltaTable.open(dayDir)).files.length;
+    const until = async (what: string, done: () => boolean | Promise<boolean>) => {
+      for (let i = 0; i < 300 && !(await done()); i++) await new Promise((r) => setTimeout(r, 50));
+      assert.ok(await done(), what);
+    };
+    const first = await open();
+    for (let i = 0; i < 6; i++) {
+      await first.ingestLog({ project_id: 'p', time_unix_nano: BigInt(i + 1), body: `row ${i}` });
+      await until('written', () => first.stats().aggregator.rows_written === i + 1);
+    }
+    await until('compacted: removed files still on disk', async () => onDisk() > (await live()));
+    await first.stop();
+    const left = onDisk() - (await live());
+    assert.ok(left > 0, 'the stop, before midnight, leaves the replaced files');
+
+    now = Date.parse('2030-01-06T08:00:00Z');
+    const second = await open();
+    await until('the next start deletes them', async () => onDisk() === (await live()));
+    assert.ok(
+      messages.some((m) => m.includes(`deleted ${left} files`) && m.includes('2030-01-05')),
+      messages.join('\n'),
+    );
+    const rows = await second.readLogs({ dateFrom: '2030-01-05', dateTo: '2030-01-05' });
+    assert.equal(rows.length, 6);
+    await second.stop();
+  });
+
   it("opens each day's tables with the storage_config options", async () => {
     const logDir = (id: string) => join(dir, id, 'staging', 'days', today(), 'otel', 'logs', '_delta_log');
     for (const [id, interval] of [

@@ -261,6 +261,23 @@ export async function verifyDay(
   return out;
 }
 
+/**
+ * Deletes the files in-day compaction replaced in a finished day's tables that no seal will VACUUM
+ * (no automatic shipping), for a day whose tables did not close in a running process after its
+ * end (which deletes them, see Logger). A table not there, or not readable, is left to the writer
+ * and `otelake check`, which report it. Returns how many files were deleted.
+ */
+export async function tidyDay(layout: InstanceLayout, day: string, opts: DeltaOptions): Promise<number> {
+  let deleted = 0;
+  for (const table of TABLE_NAMES) {
+    const dt = await DeltaTable.open(layout.tableDir(day, table), opts).catch(() => null);
+    if (dt === null) continue;
+    await dt.close(); // nothing is written through it
+    deleted += await dt.deleteRemovedFiles();
+  }
+  return deleted;
+}
+
 /** Removes the day's local copy (after `verified` only). */
 export async function cleanDay(layout: InstanceLayout, day: string): Promise<void> {
   await rm(dirname(layout.dayDir(day)), { recursive: true, force: true });

@@ -6,7 +6,9 @@
 // verification mismatch uploads again, never cleans.
 //
 // Automatic runs (shipper_enabled and a complete S3 configuration) check for finished days at
-// start (resume) and every 30 s (the UTC rollover); `shipNow(day)` runs one day by hand.
+// start (resume) and every 30 s (the UTC rollover); `shipNow(day)` runs one day by hand. Without
+// automatic shipping, a start only deletes what in-day compaction replaced in the newest finished
+// days (tidyFinishedDays), which a seal would have vacuumed.
 
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -27,11 +29,20 @@ import {
   cleanDay,
   sealDay,
   sealJoins,
+  tidyDay,
   type UploadProgress,
   uploadDay,
   VerifyMismatchError,
   verifyDay,
 } from './phases.ts';
+
+/**
+ * The newest finished days, not shipped, whose replaced files a start without shipping deletes:
+ * the day a stopped process left (and one more, should the start after it have stopped before its
+ * tidy); each earlier day was tidied by the start after it or closed by a running process.
+ * Opening a busy day's table costs ~0.1-0.3 s (its last hour's removals are in its log).
+ */
+const TIDY_DAYS = 2;
 
 /** Upload-and-verify rounds in one run before a mismatch is left to the next retry. */
 const VERIFY_ROUNDS = 2;
@@ -99,6 +110,13 @@ export interface ShipperInit {
   whenDayLanded: (day: string) => Promise<void>;
   /** Lets go of the day's open tables (before the seal and before the clean). */
   releaseDay: (day: string) => Promise<void>;
+  /**
+   * Without automatic shipping, start() deletes the files in-day compaction replaced in the newest
+   * finished days (see tidyFinishedDays). Off for a process that ships by hand (`otelake ship`).
+   */
+  tidyAtStart: boolean;
+  /** Where the tidy says what it deleted, or why it failed. */
+  report: (level: 'info' | 'warn', message: string) => void;
   /** Timing (tests shorten it). */
   timing?: ShipperTiming;
 }
@@ -131,6 +149,7 @@ export class Shipper {
   private readonly abort = new AbortController();
   private stopped = false;
   private running = false;
+  private tidied = false;
   private timer: NodeJS.Timeout | null = null;
   private readonly retryAt = new Map<string, number>();
   private current: ShipProgress | null = null;
@@ -156,11 +175,55 @@ export class Shipper {
     return this.store !== null;
   }
 
-  /** Starts automatic shipping (when enabled and configured): resumes unfinished days now. */
+  /**
+   * Starts automatic shipping (when enabled and configured): resumes unfinished days now. Without
+   * it, tidies the newest finished days once (tidyAtStart).
+   */
   start(): void {
-    if (this.running || this.stopped || !this.init.enabled || !this.store) return;
+    if (this.running || this.stopped) return;
+    if (!this.init.enabled || !this.store) {
+      if (this.init.tidyAtStart && !this.tidied) {
+        this.tidied = true;
+        void this.serialized(() => this.tidyFinishedDays()).catch((err: unknown) =>
+          this.init.report('warn', `tidying finished days failed: ${(err as Error).message}`),
+        );
+      }
+      return;
+    }
     this.running = true;
     this.schedule(0);
+  }
+
+  /**
+   * A day's files that in-day compaction replaced in its last hour are deleted when its tables
+   * close after its end, and by its seal's VACUUM; a process stopped (or crashed) over midnight
+   * that does not ship leaves them for good. So a start without shipping deletes them in the
+   * TIDY_DAYS newest finished days still open, once the rows the log replays into them landed; a
+   * day whose rows cannot land yet is left to its tables' close. Deleting a removed file is safe
+   * whoever else has the table open: no version from now on names it.
+   */
+  private async tidyFinishedDays(): Promise<void> {
+    const today = this.init.today();
+    const states = await readDayStates(this.init.layout.daysIndex);
+    const days = [...states.values()]
+      .filter((s) => s.phase === 'open' && s.day < today)
+      .map((s) => s.day)
+      .sort()
+      .slice(-TIDY_DAYS);
+    let deleted = 0;
+    for (const day of days) {
+      if (this.stopped) break;
+      const landed = await this.init.whenDayLanded(day).then(
+        () => true,
+        () => false,
+      );
+      if (landed) deleted += await tidyDay(this.init.layout, day, this.init.deltaOptions);
+    }
+    if (deleted > 0)
+      this.init.report(
+        'info',
+        `deleted ${deleted} files that in-day compaction replaced in finished days (${days.join(', ')})`,
+      );
   }
 
   /** Stops automatic shipping and aborts uploads in flight; resolves when the current step ended. */
