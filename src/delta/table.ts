@@ -143,11 +143,11 @@ export interface UnreadableCheckpoint {
 
 const ENGINE_INFO = `otelake/${VERSION}`;
 
-/** A checkpoint's content, and the data files whose removal it let expire. */
+/** A checkpoint's content, and the removals it let expire (their files go once it is written). */
 interface CapturedCheckpoint {
   version: number;
   content: CheckpointContent;
-  expired: string[];
+  expired: RemoveAction[];
 }
 /** A commit of a written file is tried this often, waiting COMMIT_RETRY_MS, then twice as long... */
 const COMMIT_ATTEMPTS = 8;
@@ -1187,14 +1187,14 @@ export class DeltaTable {
     );
     const horizon = Date.now() - retention;
     const removes: RemoveAction[] = [];
-    const expired: string[] = [];
+    const expired: RemoveAction[] = [];
     for (const [path, r] of s.removes) {
       if ((r.deletionTimestamp ?? 0) > horizon) removes.push(r);
       else {
         // Expired: out of the checkpoints and out of memory, and its file deleted once the
         // checkpoint is written (no version kept since refers to it).
         s.removes.delete(path);
-        expired.push(r.path);
+        expired.push(r);
       }
     }
     return {
@@ -1212,43 +1212,63 @@ export class DeltaTable {
 
   private writeCheckpointOf(cp: CapturedCheckpoint): Promise<void> {
     const run = async (): Promise<void> => {
-      if (cp.version <= this.lastCheckpointed) return;
-      const path = join(this.logDir, checkpointFileName(cp.version));
-      const task: CheckpointTask = {
-        path,
-        tempPath: join(this.logDir, `${TEMP_PREFIXES[1]}${randomUUID()}.parquet.tmp`),
-        content: cp.content,
-        fsync: this.opts.fsync,
-      };
-      const written = await deltaPool().run<{ sizeInBytes: number; actions: number }>(
-        'writeCheckpoint',
-        task,
-      );
-      // _last_checkpoint only after the checkpoint file, atomically, and never backwards.
-      const current = await readLastCheckpointVersion(this.logStore);
-      if (current === null || current < cp.version) {
-        const tmp = join(this.logDir, `${TEMP_PREFIXES[2]}${randomUUID()}.tmp`);
-        const body = JSON.stringify({
-          version: cp.version,
-          size: written.actions,
-          sizeInBytes: written.sizeInBytes,
-          numOfAddFiles: cp.content.adds.length,
-        });
-        try {
-          await writeFileSynced(tmp, body, this.opts.fsync);
-          await rename(tmp, join(this.logDir, LAST_CHECKPOINT));
-        } catch (err) {
-          await unlink(tmp).catch(() => {});
-          throw err;
-        }
+      try {
+        await this.writeCheckpointFile(cp);
+      } catch (err) {
+        this.keepExpired(cp.expired);
+        throw err;
       }
-      this.lastCheckpointed = Math.max(this.lastCheckpointed, cp.version);
       if (this.opts.logRetentionMs !== null) await this.cleanupLog({ retentionMs: this.opts.logRetentionMs });
-      await this.deleteReplacedFiles(cp.expired);
     };
     const p = this.checkpointLane.then(run, run);
     this.checkpointLane = p.catch(() => {});
     return p;
+  }
+
+  /**
+   * Removals a checkpoint let expire but that it did not write (it failed, or one of its version
+   * was written before): back in memory, so that the next checkpoint expires them again and
+   * deletes their files, which nothing else would (without a seal).
+   */
+  private keepExpired(expired: readonly RemoveAction[]): void {
+    const s = this.state;
+    for (const r of expired) if (!s.removes.has(r.path) && !s.adds.has(r.path)) s.removes.set(r.path, r);
+  }
+
+  /** Writes the checkpoint file, then _last_checkpoint, then deletes the expired removals' files. */
+  private async writeCheckpointFile(cp: CapturedCheckpoint): Promise<void> {
+    if (cp.version <= this.lastCheckpointed) {
+      this.keepExpired(cp.expired);
+      return;
+    }
+    const path = join(this.logDir, checkpointFileName(cp.version));
+    const task: CheckpointTask = {
+      path,
+      tempPath: join(this.logDir, `${TEMP_PREFIXES[1]}${randomUUID()}.parquet.tmp`),
+      content: cp.content,
+      fsync: this.opts.fsync,
+    };
+    const written = await deltaPool().run<{ sizeInBytes: number; actions: number }>('writeCheckpoint', task);
+    // _last_checkpoint only after the checkpoint file, atomically, and never backwards.
+    const current = await readLastCheckpointVersion(this.logStore);
+    if (current === null || current < cp.version) {
+      const tmp = join(this.logDir, `${TEMP_PREFIXES[2]}${randomUUID()}.tmp`);
+      const body = JSON.stringify({
+        version: cp.version,
+        size: written.actions,
+        sizeInBytes: written.sizeInBytes,
+        numOfAddFiles: cp.content.adds.length,
+      });
+      try {
+        await writeFileSynced(tmp, body, this.opts.fsync);
+        await rename(tmp, join(this.logDir, LAST_CHECKPOINT));
+      } catch (err) {
+        await unlink(tmp).catch(() => {});
+        throw err;
+      }
+    }
+    this.lastCheckpointed = Math.max(this.lastCheckpointed, cp.version);
+    await this.deleteReplacedFiles(cp.expired.map((r) => r.path));
   }
 
   /**

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import {
   existsSync,
+  mkdirSync,
   mkdtempSync,
   readdirSync,
   readFileSync,
@@ -331,6 +332,33 @@ test('tombstones expire after the retention the engine gives its tables: out of 
   assert.deepEqual(snapshotOf(await DeltaTable.open(dir)), want);
   assert.equal(table.files.length, 3);
   assert.equal((await table.vacuum({ retentionMs: 0 })).deleted, 0);
+  await table.close();
+});
+
+test('tombstones that a failed checkpoint let expire stay in memory, and the next checkpoint deletes their files', async (t) => {
+  const dir = tempDir();
+  const start = Date.now();
+  t.mock.timers.enable({ apis: ['Date'], now: start });
+  const table = await DeltaTable.createOrOpen(dir, LOGS, { checkpointInterval: 1000 });
+  for (let i = 0; i < 4; i++) await appendRows(table, LOGS, makeRows(LOGS, 2, i, i * 10));
+  assert.ok(await table.optimize({ targetFileRows: 100 })); // four removes
+  t.mock.timers.setTime(start + 61 * 60_000);
+  await appendRows(table, LOGS, makeRows(LOGS, 1, 5, 50));
+  const tombstones = () =>
+    (table as unknown as { state: { removes: Map<string, unknown> } }).state.removes.size;
+  const dataFiles = () => readdirSync(dir).filter((n) => n.endsWith('.parquet')).length;
+  assert.equal(dataFiles(), 6, 'four removed, two live');
+  // A directory where the checkpoint goes: its write fails.
+  const blocker = join(dir, LOG_DIR, checkpointFileName(table.version));
+  mkdirSync(blocker);
+  await assert.rejects(table.checkpoint());
+  assert.equal(tombstones(), 4, 'the expired removals are kept, not forgotten');
+  assert.equal(dataFiles(), 6, 'nor their files deleted');
+  rmSync(blocker, { recursive: true });
+  await table.checkpoint();
+  assert.equal(tombstones(), 0);
+  assert.equal(dataFiles(), 2, 'the next checkpoint deletes them');
+  assert.deepEqual(snapshotOf(await DeltaTable.open(dir)), snapshotOf(table));
   await table.close();
 });
 
