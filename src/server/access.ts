@@ -15,6 +15,7 @@ import type { TokenFile, TokenScope } from '../storage/tokens.ts';
 import { formatOf, isIngestRoute } from './ingest.ts';
 import { isLoopback, isLoopbackHostHeader } from './loopback.ts';
 import { OPENAPI_PATH } from './openapi.ts';
+import { sentProjectId } from './project-header.ts';
 import { noteRefusal } from './refusals.ts';
 
 /** The token a request was made with (null when authentication is off). */
@@ -52,11 +53,6 @@ function bearerToken(header: string | undefined): string | null {
   if (header === undefined) return null;
   const m = /^\s*bearer\s+(\S+)\s*$/i.exec(header);
   return m ? m[1]! : null;
-}
-
-function headerValues(value: unknown): string[] {
-  if (value === undefined) return [];
-  return (Array.isArray(value) ? value : [value]).map(String);
 }
 
 export interface AccessOptions {
@@ -132,7 +128,8 @@ export function registerAccess(app: FastifyInstance, opts: AccessOptions): Acces
     if (!record.scopes.includes(scope)) {
       return refuse(request, reply, 403, `this token (${record.id}) does not have the ${scope} scope`);
     }
-    const asked = scope === 'ingest' ? headerValues(request.headers['x-project-id']) : projectParams(request);
+    const sent = sentProjectId(request.headers);
+    const asked = scope === 'ingest' ? (sent === undefined ? [] : [sent]) : projectParams(request);
     const other = asked.find((p) => p !== record.project);
     if (other !== undefined) {
       const what = scope === 'ingest' ? 'X-Project-Id' : 'project_id';
@@ -155,9 +152,11 @@ export function registerAccess(app: FastifyInstance, opts: AccessOptions): Acces
   };
 }
 
+/** Every project_id a read asks for (the parameter may be repeated). */
 function projectParams(request: FastifyRequest): string[] {
-  const query = request.query as Record<string, unknown> | undefined;
-  return headerValues(query?.['project_id']);
+  const value = (request.query as Record<string, unknown> | undefined)?.['project_id'];
+  if (value === undefined) return [];
+  return (Array.isArray(value) ? value : [value]).map(String);
 }
 
 /** A refusal: a google.rpc.Status for OTLP routes (in the request's encoding), else JSON. */

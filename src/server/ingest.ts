@@ -19,6 +19,7 @@ import { WorkerLost } from '../storage/worker-pool.ts';
 import { type BodyBudget, BodyError, closeAfterAnswer, codingsFor, readBody } from './body.ts';
 import type { DecodedTable, DecodeResult, Decoders } from './decode.ts';
 import type { ProjectRates } from './fairness.ts';
+import { sentProjectId } from './project-header.ts';
 import { noteRefusal } from './refusals.ts';
 
 type Format = BodyFormat;
@@ -206,7 +207,7 @@ function checkHead(
       ),
     };
   }
-  const headerProject = request.principal?.project ?? headerValue(request.headers['x-project-id']);
+  const headerProject = request.principal?.project ?? sentProjectId(request.headers);
   if (headerProject !== undefined && !isValidProjectId(headerProject)) {
     const why = `invalid X-Project-Id ${JSON.stringify(headerProject)}: use ${PROJECT_ID_RULE}`;
     return { refused: sendStatus(reply, 400, why, format) };

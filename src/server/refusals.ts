@@ -4,6 +4,7 @@
 // every 60 / BURST seconds; what is left out is counted and told in one summary line a minute.
 
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { sentProjectId } from './project-header.ts';
 
 /** Lines a flood may write at once, and per minute after that. */
 const BURST = 10;
@@ -81,8 +82,7 @@ export function logRefusals(app: FastifyInstance, budget = new LineBudget()): vo
     // The project of an accepted token; else the X-Project-Id sent, named as such: with auth on
     // it is only a claim (a refused token, or another project's token, sent with it).
     const project = request.principal?.project ?? null;
-    const header = request.headers['x-project-id'];
-    const claimed = project === null && typeof header === 'string' ? header : null;
+    const claimed = project === null ? (sentProjectId(request.headers) ?? null) : null;
     const refusal = {
       status,
       reason,

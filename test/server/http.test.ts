@@ -4,6 +4,7 @@
 
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
 import { after, before, describe, test } from 'node:test';
 import * as zlib from 'node:zlib';
 import { compressFrameSync } from 'lz4-napi';
@@ -406,6 +407,31 @@ describe('project id, partial success, empty requests', () => {
     assert.equal(p.status, 400);
     assert.equal(p.headers.get('content-type'), 'application/x-protobuf');
     assert.match(decodeStatusProto(p.bytes).message, /X-Project-Id/);
+    // Sent twice: refused, not one of the two picked (fetch would join them itself; raw headers here).
+    const twice = await new Promise<{ status: number; text: string }>((done, fail) => {
+      const body = Buffer.from(JSON.stringify(logsRequest(null, ['twice'])));
+      const req = httpRequest(`${s.url}/v1/logs`, {
+        method: 'POST',
+        // In this form Node's client adds no Host header itself.
+        headers: ['host', new URL(s.url).host, 'content-type', 'application/json'].concat([
+          'x-project-id',
+          'shop',
+          'x-project-id',
+          'other',
+        ]),
+      });
+      req.on('response', (res) => {
+        let text = '';
+        res.on('data', (c: Buffer) => {
+          text += c;
+        });
+        res.on('end', () => done({ status: res.statusCode!, text }));
+      });
+      req.on('error', fail);
+      req.end(body);
+    });
+    assert.equal(twice.status, 400, twice.text);
+    assert.match(JSON.parse(twice.text).message, /invalid X-Project-Id "shop, other"/);
   });
 
   test("an unsafe resource attribute project.id refuses its resource's items (the header would win over it)", async () => {
