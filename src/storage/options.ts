@@ -296,12 +296,19 @@ export function isValidHost(host: unknown): host is string {
 /** The longest wait a timer takes (2^31 - 1 ms, ~24.8 days); a longer one would fire at once. */
 export const MAX_WAIT_S = 2_147_483;
 
+/** Checks every option's type and range, a section at a time: a TypeError names the first one wrong. */
 export function validateOptions(o: LoggerOptions): void {
   check(DURABILITIES.includes(o.durability), `durability: expected one of ${DURABILITIES.join(', ')}`);
   for (const k of ['auto_start', 'install_signal_handlers', 'atexit_hook', 'shipper_enabled'] as const) {
     check(typeof o[k] === 'boolean', `${k}: expected a boolean`);
   }
-  const p = o.producer_config;
+  validateProducer(o.producer_config);
+  validateAggregator(o.aggregator_config);
+  validateStorage(o.storage_config);
+  validateServer(o.server_config);
+}
+
+function validateProducer(p: ProducerConfig): void {
   check(isPosInt(p.max_queue_size), 'producer_config.max_queue_size: expected a positive integer');
   check(
     DROP_POLICIES.includes(p.drop_policy),
@@ -322,7 +329,9 @@ export function validateOptions(o: LoggerOptions): void {
     typeof p.project_queue_share === 'number' && p.project_queue_share > 0 && p.project_queue_share <= 1,
     'producer_config.project_queue_share: expected a number > 0 and <= 1',
   );
-  const a = o.aggregator_config;
+}
+
+function validateAggregator(a: AggregatorConfig): void {
   check(
     isNumberIn(a.max_age_s, Number.MIN_VALUE, MAX_WAIT_S),
     `aggregator_config.max_age_s: expected 0 < seconds <= ${MAX_WAIT_S}`,
@@ -335,7 +344,9 @@ export function validateOptions(o: LoggerOptions): void {
   );
   check(isPosInt(a.max_pending_rows), 'aggregator_config.max_pending_rows: expected a positive integer');
   check(typeof a.strict_df === 'boolean', 'aggregator_config.strict_df: expected a boolean');
-  const s = o.storage_config;
+}
+
+function validateStorage(s: StorageConfig): void {
   check(isPosInt(s.checkpoint_interval), 'storage_config.checkpoint_interval: expected a positive integer');
   // A compaction merges files: one alone would be rewritten as itself.
   check(
@@ -347,7 +358,9 @@ export function validateOptions(o: LoggerOptions): void {
     'storage_config.compact_small_file_rows: expected a positive integer',
   );
   check(isPosInt(s.zstd_level) && s.zstd_level <= 22, 'storage_config.zstd_level: expected an integer 1..22');
-  const v = o.server_config;
+}
+
+function validateServer(v: ServerConfig): void {
   check(
     isValidHost(v.host),
     `server_config.host ${JSON.stringify(v.host)}: expected a host name or IP address`,
