@@ -16,6 +16,7 @@ import {
   type TableWriter,
 } from './pipeline/aggregator.ts';
 import { Producer, type ProducerStats, type Queued, type Reservation } from './pipeline/producer.ts';
+import { camelCaseArgs } from './read/filters.ts';
 import {
   DamagedTableError,
   type JsonChunk,
@@ -1344,8 +1345,9 @@ export class Logger {
     return this.readWith('metrics_hist', q);
   }
 
-  private readWith<A extends ReadArgs>(table: TableName, q: A | undefined): Promise<ReadOutput<A>> {
-    const { returnAs, signal, ...query } = q ?? {};
+  private async readWith<A extends ReadArgs>(table: TableName, q: A | undefined): Promise<ReadOutput<A>> {
+    // The specification's names (date_from, max_rows, return_as, ...) are taken as well.
+    const { returnAs, signal, ...query } = camelCaseArgs(q ?? ({} as A));
     // readTable checks returnAs (and rejects an invalid one).
     const out = readTable(this.layout, table, query, {
       returnAs: returnAs ?? 'objects',

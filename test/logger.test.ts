@@ -120,6 +120,19 @@ describe('Logger', () => {
     assert.equal(rows[1]['body'], null);
     const errors = await logger.readLogs({ severityGe: 17, select: ['body', 'severity_number'] });
     assert.deepEqual(errors, [{ body: 'épée 🚀 failed', severity_number: 17 }]);
+    // The specification's spellings (read_logs(severity_ge=..., return_as=...)) read the same.
+    const spec = logger.readLogs.bind(logger) as (q: Record<string, unknown>) => Promise<unknown>;
+    assert.deepEqual(await spec({ severity_ge: 17, select: ['body', 'severity_number'] }), errors);
+    assert.deepEqual(await spec({ project_id: 'shop', max_rows: 1, return_as: 'objects' }), [rows[0]]);
+    const lazy = (await spec({ project_id: 'shop', return_as: 'lazy' })) as {
+      collect(): Promise<{ height: number }>;
+    };
+    assert.equal((await lazy.collect()).height, 3);
+    await assert.rejects(
+      spec({ project_id: 'shop', projectId: 'other' }),
+      /project_id and projectId are the same parameter/,
+    );
+    await assert.rejects(spec({ project: 'shop' }), /unknown query parameter "project"/);
     const stats = logger.stats();
     assert.equal(stats.producer.accepted, 3);
     assert.deepEqual(stats.producer.rejected, {

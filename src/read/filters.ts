@@ -112,6 +112,29 @@ export interface NormalizedQuery {
   storage: Storage;
 }
 
+/**
+ * A library read's arguments with the specification's snake_case names (`date_from`, `max_rows`,
+ * `return_as`, ...) as their camelCase parameters, as Logger's init takes `instance_dir`. A name
+ * given both ways with two values is a TypeError; an unknown one is left for normalizeQuery.
+ */
+export function camelCaseArgs<T extends object>(args: T): T {
+  if (typeof args !== 'object' || args === null || Array.isArray(args)) return args;
+  const raw = args as Record<string, unknown>;
+  if (!Object.keys(raw).some((k) => k.includes('_'))) return args;
+  const out: Record<string, unknown> = {};
+  const given: Record<string, string> = {}; // each parameter's name as given
+  for (const [key, value] of Object.entries(raw)) {
+    const name = key.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());
+    if (present(out[name]) && present(value) && out[name] !== value)
+      fail(`${given[name]} and ${key} are the same parameter, given two values`);
+    if (present(value) || !(name in out)) {
+      out[name] = value;
+      given[name] = key;
+    }
+  }
+  return out as T;
+}
+
 /** The filter parameters a table accepts. */
 export function filtersOf(table: TableName): FilterParam[] {
   const schema = SCHEMAS[table];
