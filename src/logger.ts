@@ -734,7 +734,11 @@ export class Logger {
         await dt.close();
         // A finished day's files replaced by in-day compaction go now, not at a seal that an
         // instance without shipping never runs (today's go as their removals expire).
-        if (day < this.producer!.today()) await dt.deleteRemovedFiles();
+        if (day < this.producer!.today()) {
+          await dt
+            .deleteRemovedFiles()
+            .catch((err: Error) => this.logSink('warn', `the ${table} table of ${day}: ${err.message}`));
+        }
       },
     };
   }

@@ -752,13 +752,13 @@ export class DeltaTable {
   }
 
   private background(p: Promise<unknown>): void {
-    this.track(
-      p.catch((err: Error) => {
-        this.backgroundErrors.push(err);
-        if (this.backgroundErrors.length > 20) this.backgroundErrors.shift();
-        process.emitWarning(`Delta background task failed for ${this.dir}: ${err.message}`, 'DeltaWarning');
-      }),
-    );
+    this.track(p.catch((err: Error) => this.noteBackgroundError(err)));
+  }
+
+  private noteBackgroundError(err: Error): void {
+    this.backgroundErrors.push(err);
+    if (this.backgroundErrors.length > 20) this.backgroundErrors.shift();
+    process.emitWarning(`Delta background task failed for ${this.dir}: ${err.message}`, 'DeltaWarning');
   }
 
   /**
@@ -1212,13 +1212,18 @@ export class DeltaTable {
 
   private writeCheckpointOf(cp: CapturedCheckpoint): Promise<void> {
     const run = async (): Promise<void> => {
+      let written = false;
       try {
-        await this.writeCheckpointFile(cp);
-      } catch (err) {
-        this.keepExpired(cp.expired);
-        throw err;
+        written = await this.writeCheckpointFile(cp);
+      } finally {
+        if (!written) this.keepExpired(cp.expired);
       }
+      if (!written) return;
       if (this.opts.logRetentionMs !== null) await this.cleanupLog({ retentionMs: this.opts.logRetentionMs });
+      // The checkpoint is written: a file that cannot be deleted is a warning, not its failure.
+      await this.deleteReplacedFiles(cp.expired.map((r) => r.path)).catch((err: Error) =>
+        this.noteBackgroundError(err),
+      );
     };
     const p = this.checkpointLane.then(run, run);
     this.checkpointLane = p.catch(() => {});
@@ -1235,12 +1240,9 @@ export class DeltaTable {
     for (const r of expired) if (!s.removes.has(r.path) && !s.adds.has(r.path)) s.removes.set(r.path, r);
   }
 
-  /** Writes the checkpoint file, then _last_checkpoint, then deletes the expired removals' files. */
-  private async writeCheckpointFile(cp: CapturedCheckpoint): Promise<void> {
-    if (cp.version <= this.lastCheckpointed) {
-      this.keepExpired(cp.expired);
-      return;
-    }
+  /** Writes the checkpoint file, then _last_checkpoint; false if one of its version was written before. */
+  private async writeCheckpointFile(cp: CapturedCheckpoint): Promise<boolean> {
+    if (cp.version <= this.lastCheckpointed) return false;
     const path = join(this.logDir, checkpointFileName(cp.version));
     const task: CheckpointTask = {
       path,
@@ -1268,7 +1270,7 @@ export class DeltaTable {
       }
     }
     this.lastCheckpointed = Math.max(this.lastCheckpointed, cp.version);
-    await this.deleteReplacedFiles(cp.expired.map((r) => r.path));
+    return true;
   }
 
   /**
@@ -1279,10 +1281,18 @@ export class DeltaTable {
    */
   private async deleteReplacedFiles(paths: readonly string[]): Promise<number> {
     let deleted = 0;
+    const failed: string[] = [];
     for (const path of paths) {
       if (this.state.adds.has(path) || this.inFlight.has(decodeURIComponent(path))) continue;
-      if (await unlinkIfExists(this.absolute(path))) deleted++;
+      try {
+        if (await unlinkIfExists(this.absolute(path))) deleted++;
+      } catch (err) {
+        failed.push(`${path} (${(err as Error).message})`);
+      }
     }
+    // After trying every file: one that cannot go does not keep the others (a seal's VACUUM
+    // tries it again).
+    if (failed.length > 0) throw new Error(`cannot delete replaced data files: ${failed.join(', ')}`);
     return deleted;
   }
 
