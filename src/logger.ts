@@ -1217,6 +1217,7 @@ export class Logger {
     query: ReadQuery = {},
     opts: { returnAs?: 'objects' | 'lazy'; signal?: AbortSignal } = {},
   ): Promise<Row[] | LazyDataFrame> {
+    query = camelCaseArgs(query);
     return this.noteReadDamage(table, query, readTable(this.layout, table, query, { ...opts, s3: this.s3 }));
   }
 
@@ -1283,6 +1284,7 @@ export class Logger {
     query: ReadQuery = {},
     opts: Omit<StreamOptions, 's3'> = {},
   ): AsyncGenerator<ReadChunk, void, undefined> {
+    query = camelCaseArgs(query);
     return this.noteStreamDamage(
       table,
       query,
@@ -1296,6 +1298,7 @@ export class Logger {
     query: ReadQuery = {},
     opts: Omit<StreamOptions, 's3'> = {},
   ): AsyncGenerator<JsonChunk, void, undefined> {
+    query = camelCaseArgs(query);
     return this.noteStreamDamage(
       table,
       query,

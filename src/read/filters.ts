@@ -112,10 +112,14 @@ export interface NormalizedQuery {
   storage: Storage;
 }
 
+/** Every parameter of a library read: the query's, and how the rows come back. */
+const LIBRARY_ARGS: readonly string[] = [...ALL_PARAMS, 'returnAs', 'signal'];
+
 /**
  * A library read's arguments with the specification's snake_case names (`date_from`, `max_rows`,
  * `return_as`, ...) as their camelCase parameters, as Logger's init takes `instance_dir`. A name
- * given both ways with two values is a TypeError; an unknown one is left for normalizeQuery.
+ * given both ways with two values is a TypeError; a name no parameter has is left as written, for
+ * normalizeQuery to refuse by that name.
  */
 export function camelCaseArgs<T extends object>(args: T): T {
   if (typeof args !== 'object' || args === null || Array.isArray(args)) return args;
@@ -124,8 +128,9 @@ export function camelCaseArgs<T extends object>(args: T): T {
   const out: Record<string, unknown> = {};
   const given: Record<string, string> = {}; // each parameter's name as given
   for (const [key, value] of Object.entries(raw)) {
-    const name = key.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());
-    if (present(out[name]) && present(value) && out[name] !== value)
+    const camel = key.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());
+    const name = LIBRARY_ARGS.includes(camel) ? camel : key;
+    if (present(out[name]) && present(value) && !sameArg(out[name], value))
       fail(`${given[name]} and ${key} are the same parameter, given two values`);
     if (present(value) || !(name in out)) {
       out[name] = value;
@@ -133,6 +138,11 @@ export function camelCaseArgs<T extends object>(args: T): T {
     }
   }
   return out as T;
+}
+
+function sameArg(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  return Array.isArray(a) && Array.isArray(b) && a.length === b.length && a.every((v, i) => v === b[i]);
 }
 
 /** The filter parameters a table accepts. */

@@ -185,7 +185,7 @@ export class Shipper {
       if (this.init.tidyAtStart && !this.tidied) {
         this.tidied = true;
         void this.serialized(() => this.tidyFinishedDays()).catch((err: unknown) =>
-          this.init.report('warn', `tidying finished days failed: ${(err as Error).message}`),
+          this.report('warn', `tidying finished days failed: ${(err as Error).message}`),
         );
       }
       return;
@@ -211,19 +211,29 @@ export class Shipper {
       .sort()
       .slice(-TIDY_DAYS);
     let deleted = 0;
+    const tidied: string[] = [];
     for (const day of days) {
       if (this.stopped) break;
       const landed = await this.init.whenDayLanded(day).then(
         () => true,
         () => false,
       );
-      if (landed) deleted += await tidyDay(this.init.layout, day, this.init.deltaOptions);
+      if (!landed) continue;
+      const n = await tidyDay(this.init.layout, day, this.init.deltaOptions);
+      if (n > 0) tidied.push(day);
+      deleted += n;
     }
     if (deleted > 0)
-      this.init.report(
-        'info',
-        `deleted ${deleted} files that in-day compaction replaced in finished days (${days.join(', ')})`,
-      );
+      this.report('info', `deleted ${deleted} files that in-day compaction replaced in ${tidied.join(', ')}`);
+  }
+
+  /** Reports through the logger's sink; a sink that throws is not this task's failure. */
+  private report(level: 'info' | 'warn', message: string): void {
+    try {
+      this.init.report(level, message);
+    } catch {
+      // nothing else to tell
+    }
   }
 
   /** Stops automatic shipping and aborts uploads in flight; resolves when the current step ended. */
