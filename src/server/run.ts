@@ -9,6 +9,7 @@ import { TokenFile } from '../storage/tokens.ts';
 import { VERSION } from '../version.ts';
 import { authOn } from './access.ts';
 import { buildServer } from './app.ts';
+import { droppingLogStream } from './log-stream.ts';
 import { isLoopback } from './loopback.ts';
 
 export interface RunServerOptions {
@@ -22,7 +23,7 @@ export interface RunServerOptions {
   options?: PartialOptions;
   /** Install SIGTERM/SIGINT handlers that shut down gracefully and exit the process. Default true. */
   handleSignals?: boolean;
-  /** fastify's logger setting. Default: info level to stdout. */
+  /** fastify's logger setting. Default: info level to stdout (log-stream.ts where it is a file). */
   log?: FastifyServerOptions['logger'];
 }
 
@@ -57,7 +58,8 @@ export async function runServer(o: RunServerOptions): Promise<RunningServer> {
 
   let app: FastifyInstance;
   try {
-    app = await buildServer(logger, { log: o.log ?? { level: 'info' } });
+    const stream = o.log === undefined ? droppingLogStream() : null;
+    app = await buildServer(logger, { log: o.log ?? { level: 'info', ...(stream ? { stream } : {}) } });
     appLog = app.log;
     await app.listen({ host, port });
   } catch (err) {

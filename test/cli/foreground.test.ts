@@ -3,7 +3,7 @@
 
 import assert from 'node:assert/strict';
 import { type ChildProcessWithoutNullStreams, spawn, spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { closeSync, existsSync, openSync } from 'node:fs';
 import { readFile, stat, utimes } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -29,7 +29,7 @@ function startForeground(
 
 async function healthPid(port: number): Promise<number | null> {
   try {
-    const res = await fetch(`http://127.0.0.1:${port}/healthz`);
+    const res = await fetch(`http://127.0.0.1:${port}/healthz`, { signal: AbortSignal.timeout(5000) });
     return ((await res.json()) as { pid: number }).pid;
   } catch {
     return null;
@@ -184,6 +184,40 @@ describe('start --foreground', () => {
     assert.match(fg.output(), new RegExp(`port ${port} on 127\\.0\\.0\\.1 is already in use`));
     assert.doesNotMatch(fg.output(), /\n\s+at /);
     await assert.rejects(stat(join(dir.path, 'svc_data', 'busy', 'otelake.pid')), { code: 'ENOENT' });
+  });
+
+  test('a log it cannot write (a full disk: /dev/full) drops lines; the server answers and stops cleanly', async (t) => {
+    if (!existsSync('/dev/full')) return t.skip('no /dev/full here');
+    const port = await freePort();
+    const full = openSync('/dev/full', 'w');
+    t.after(() => closeSync(full));
+    const child = spawn(
+      process.execPath,
+      [LAUNCHER, 'start', '--foreground', '-I', 'full', '-H', '127.0.0.1', '-P', String(port)],
+      {
+        cwd: dir.path,
+        stdio: ['ignore', full, 'pipe'],
+      },
+    );
+    children.push(child as unknown as ChildProcessWithoutNullStreams);
+    let errors = '';
+    child.stderr!.setEncoding('utf8').on('data', (d: string) => {
+      errors += d;
+    });
+    await waitFor('the server to answer', async () => (await healthPid(port)) !== null);
+    // Each refusal is a log line (a warning) that cannot be written.
+    for (let i = 0; i < 20; i++) {
+      const res = await fetch(`http://127.0.0.1:${port}/v1/logs`, {
+        method: 'POST',
+        body: 'x',
+        headers: { 'content-type': 'text/plain' },
+        signal: AbortSignal.timeout(5000),
+      });
+      assert.equal(res.status, 415);
+    }
+    assert.equal(await healthPid(port), child.pid, 'still answering');
+    child.kill('SIGTERM');
+    assert.equal(await exited(child as unknown as ChildProcessWithoutNullStreams), 0, errors);
   });
 
   test('--reload restarts the server when a source file changes; SIGTERM stops both', async () => {
