@@ -37,7 +37,8 @@ function reportError(err: unknown): number {
   // The filesystem refused (a --dir that is a file, read-only, full...): the path says what to fix.
   const fsErr = err as NodeJS.ErrnoException;
   if (fsErr instanceof Error && typeof fsErr.code === 'string' && typeof fsErr.path === 'string') {
-    process.stderr.write(`error: cannot ${fsErr.syscall ?? 'use'} ${fsErr.path}: ${fsErr.code}\n`);
+    const full = fsErr.code === 'ENOSPC' ? ' (the disk is full: free some space, then run it again)' : '';
+    process.stderr.write(`error: cannot ${fsErr.syscall ?? 'use'} ${fsErr.path}: ${fsErr.code}${full}\n`);
     return 1;
   }
   // A bug or an unexpected failure: the stack helps whoever reports it.

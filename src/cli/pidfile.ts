@@ -4,7 +4,7 @@
 import { readFileSync, unlinkSync } from 'node:fs';
 import { mkdir, open, unlink } from 'node:fs/promises';
 import { dirname } from 'node:path';
-import { readTextIfExists } from '../storage/files.ts';
+import { namingPath, readTextIfExists } from '../storage/files.ts';
 import { processExists, processState } from '../storage/process-lock.ts';
 
 /** Whether a process with this id exists (and, on Linux, is an otelake process). */
@@ -55,6 +55,9 @@ export async function claimPidFile(file: string, pid = process.pid): Promise<Cla
       const handle = await open(file, 'wx');
       try {
         await handle.writeFile(`${pid}\n`);
+      } catch (err) {
+        await unlink(file).catch(() => {}); // not left empty (a full disk), to be taken for a stale one
+        throw namingPath(err, file);
       } finally {
         await handle.close();
       }

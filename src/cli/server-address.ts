@@ -3,7 +3,7 @@
 // else where the instance's saved server_config says it would listen.
 
 import { rename, unlink, writeFile } from 'node:fs/promises';
-import { readTextIfExists } from '../storage/files.ts';
+import { namingPath, readTextIfExists } from '../storage/files.ts';
 import type { InstanceLayout } from '../storage/layout.ts';
 import { resolveOptions, type ServerConfig } from '../storage/options.ts';
 import { CliError } from './errors.ts';
@@ -18,8 +18,13 @@ export interface ServerAddress {
 
 export async function writeServerAddress(file: string, address: ServerAddress): Promise<void> {
   const tmp = `${file}.${process.pid}.tmp`;
-  await writeFile(tmp, `${JSON.stringify(address)}\n`);
-  await rename(tmp, file);
+  try {
+    await writeFile(tmp, `${JSON.stringify(address)}\n`);
+    await rename(tmp, file);
+  } catch (err) {
+    await unlink(tmp).catch(() => {});
+    throw namingPath(err, tmp);
+  }
 }
 
 /** The recorded address, or undefined when there is none (or it is unreadable). */

@@ -131,7 +131,8 @@ async function startInBackground(flags: BoundStartFlags, layout: InstanceLayout)
   const logStart = (await stat(logFile)).size;
   let child: ChildProcess;
   try {
-    await log.write(`--- otelake start ${new Date().toISOString()} ---\n`);
+    // A full disk takes the header, not the start: the server's own lines are dropped likewise.
+    await log.write(`--- otelake start ${new Date().toISOString()} ---\n`).catch(() => {});
     const args = foregroundArgs(layout, flags);
     child = spawn(process.execPath, args, {
       env: withServerEnv(process.env),
@@ -205,7 +206,12 @@ async function runInForeground(flags: BoundStartFlags, layout: InstanceLayout): 
       const { serveUntilStopped } = await import('./serve.ts');
       await serveUntilStopped(flags, layout, signals, {
         onListening: async (port) => {
-          if (flags.pidfile) await recordAddress(layout, flags.host, port);
+          if (!flags.pidfile) return;
+          // Without it (a full disk) the server still serves: status and stop find it by the pidfile
+          // and the saved options, unless --host or --port moved it.
+          await recordAddress(layout, flags.host, port).catch((err: Error) =>
+            process.stderr.write(`otelake warning: cannot record where the server listens: ${err.message}\n`),
+          );
         },
       });
     } finally {

@@ -33,3 +33,13 @@ export async function diskFullNote(path: string): Promise<string> {
   if (!fs || fs.bavail * fs.bsize >= 1024 * 1024) return '';
   return ` (no space left on device: ${fs.bavail * fs.bsize} bytes free)`;
 }
+
+/**
+ * `err`, a failed file system call, naming `path` when it names none (a FileHandle's writes do
+ * not), so that the CLI says which file could not be written rather than a bare ENOSPC.
+ */
+export function namingPath(err: unknown, path: string): unknown {
+  const e = err as NodeJS.ErrnoException;
+  if (e instanceof Error && typeof e.code === 'string' && e.path === undefined) e.path = path;
+  return err;
+}

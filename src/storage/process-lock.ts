@@ -8,6 +8,7 @@
 import { readFileSync } from 'node:fs';
 import { mkdir, open, readFile, stat, unlink } from 'node:fs/promises';
 import { dirname } from 'node:path';
+import { namingPath } from './files.ts';
 import type { InstanceLayout } from './layout.ts';
 
 /** Whether a process with this id exists (EPERM: it does, and belongs to someone else). */
@@ -105,7 +106,7 @@ export async function claimLock(file: string): Promise<Claim> {
         await fh.writeFile(mine);
       } catch (err) {
         await unlink(file).catch(() => {}); // not left empty (a full disk): no one waits on it
-        throw err;
+        throw namingPath(err, file);
       } finally {
         await fh.close();
       }
