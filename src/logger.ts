@@ -668,11 +668,17 @@ export class Logger {
     if (!t) {
       t = (async () => {
         await this.recordOpenDay(day);
-        const dt = await DeltaTable.createOrOpen(
-          this.layout.tableDir(day, table),
-          SCHEMAS[table],
-          deltaOptions(this.options.storage_config),
-        );
+        const dt = await DeltaTable.createOrOpen(this.layout.tableDir(day, table), SCHEMAS[table], {
+          ...deltaOptions(this.options.storage_config),
+          // In the operator's log, not a bare process warning; nothing is lost, it runs again later.
+          onBackgroundError: (task, err) => {
+            const next =
+              task === 'deleting replaced files'
+                ? 'they stay until the day is sealed'
+                : 'it runs again later';
+            this.logSink('warn', `the ${table} table of ${day}: ${task} failed (${err.message}); ${next}`);
+          },
+        });
         await this.checkOpened(dt, table, day);
         return dt;
       })();

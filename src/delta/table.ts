@@ -78,7 +78,15 @@ export interface DeltaOptions {
    * Null = never.
    */
   logRetentionMs?: number | null;
+  /**
+   * Where the failure of a background task (an in-day compaction, a checkpoint, the deletion of
+   * replaced files) is told, with the task's name; each is tried again later. Default: a process
+   * warning (DeltaWarning).
+   */
+  onBackgroundError?: (task: BackgroundTask, err: Error) => void;
 }
+
+export type BackgroundTask = 'compaction' | 'checkpoint' | 'deleting replaced files';
 
 /** A live data file of the current snapshot. */
 export interface AddFile {
@@ -546,9 +554,12 @@ export class DeltaTable {
   readonly schema: TableSchema;
   private readonly logDir: string;
   private readonly logStore: LogStore;
-  private readonly opts: Required<Omit<DeltaOptions, 'autoCompact' | 'logRetentionMs'>> & {
+  private readonly opts: Required<
+    Omit<DeltaOptions, 'autoCompact' | 'logRetentionMs' | 'onBackgroundError'>
+  > & {
     autoCompact: DeltaOptions['autoCompact'];
     logRetentionMs: number | null;
+    onBackgroundError: DeltaOptions['onBackgroundError'];
   };
   private state: LogState;
   private readonly parsed = new Map<string, AddFile>();
@@ -579,6 +590,7 @@ export class DeltaTable {
       engineInfo: opts.engineInfo ?? ENGINE_INFO,
       rowGroupSize: opts.rowGroupSize ?? DEFAULT_ROW_GROUP,
       fsync: opts.fsync ?? true,
+      onBackgroundError: opts.onBackgroundError,
       logRetentionMs:
         opts.logRetentionMs === undefined
           ? parseIntervalMs(
@@ -751,14 +763,15 @@ export class DeltaTable {
     return p;
   }
 
-  private background(p: Promise<unknown>): void {
-    this.track(p.catch((err: Error) => this.noteBackgroundError(err)));
+  private background(task: BackgroundTask, p: Promise<unknown>): void {
+    this.track(p.catch((err: Error) => this.noteBackgroundError(task, err)));
   }
 
-  private noteBackgroundError(err: Error): void {
+  private noteBackgroundError(task: BackgroundTask, err: Error): void {
     this.backgroundErrors.push(err);
     if (this.backgroundErrors.length > 20) this.backgroundErrors.shift();
-    process.emitWarning(`Delta background task failed for ${this.dir}: ${err.message}`, 'DeltaWarning');
+    if (this.opts.onBackgroundError) this.opts.onBackgroundError(task, err);
+    else process.emitWarning(`Delta ${task} failed for ${this.dir}: ${err.message}`, 'DeltaWarning');
   }
 
   /**
@@ -952,7 +965,7 @@ export class DeltaTable {
 
   private afterCommit(version: number): void {
     if (version % this.opts.checkpointInterval === 0 && version > 0) {
-      this.background(this.writeCheckpointOf(this.captureCheckpoint()));
+      this.background('checkpoint', this.writeCheckpointOf(this.captureCheckpoint()));
     }
     this.maybeCompact();
   }
@@ -968,6 +981,7 @@ export class DeltaTable {
     if (!inputs) return;
     this.compacting = true;
     this.background(
+      'compaction',
       this.serialCompaction(() =>
         this.compactGroups([inputs], 'OPTIMIZE', { auto: 'true' }, (g) => this.joinPlan(g)),
       )
@@ -1136,7 +1150,7 @@ export class DeltaTable {
 
   private afterCompactionCommit(version: number): void {
     if (version % this.opts.checkpointInterval === 0) {
-      this.background(this.writeCheckpointOf(this.captureCheckpoint()));
+      this.background('checkpoint', this.writeCheckpointOf(this.captureCheckpoint()));
     }
   }
 
@@ -1222,7 +1236,7 @@ export class DeltaTable {
       if (this.opts.logRetentionMs !== null) await this.cleanupLog({ retentionMs: this.opts.logRetentionMs });
       // The checkpoint is written: a file that cannot be deleted is a warning, not its failure.
       await this.deleteReplacedFiles(cp.expired.map((r) => r.path)).catch((err: Error) =>
-        this.noteBackgroundError(err),
+        this.noteBackgroundError('deleting replaced files', err),
       );
     };
     const p = this.checkpointLane.then(run, run);
