@@ -21,6 +21,12 @@ after(async () => {
 const BIG = 2n ** 62n + 12345n; // beyond 2^53: must survive exactly
 const today = () => new Date().toISOString().slice(0, 10);
 
+/** Waits until `done`, up to 15 s: the first file starts the Parquet worker, slow on a loaded machine. */
+async function until(what: string, done: () => boolean | Promise<boolean>): Promise<void> {
+  for (let i = 0; i < 300 && !(await done()); i++) await new Promise((r) => setTimeout(r, 50));
+  assert.ok(await done(), what);
+}
+
 describe('Logger', () => {
   it("prepares the instance: options, days index and today's six empty tables", async () => {
     const logger = await Logger.open({ instanceDir: dir, instanceId: 'prep', handleSignals: false });
@@ -290,11 +296,6 @@ describe('Logger', () => {
     const dayDir = join(dir, 'replaced', 'staging', 'days', '2030-01-03', 'otel', 'logs');
     const onDisk = () => readdirSync(dayDir).filter((n) => n.endsWith('.parquet')).length;
     const live = async () => (await DeltaTable.open(dayDir)).files.length;
-    const until = async (what: string, done: () => boolean | Promise<boolean>) => {
-      // Up to 15 s: the first file starts the Parquet worker, slow on a loaded machine.
-      for (let i = 0; i < 300 && !(await done()); i++) await new Promise((r) => setTimeout(r, 50));
-      assert.ok(await done(), what);
-    };
     for (let i = 0; i < 6; i++) {
       await logger.ingestLog({ project_id: 'p', time_unix_nano: BigInt(i + 1), body: `row ${i}` });
       await until('written', () => logger.stats().aggregator.rows_written === i + 1);
@@ -329,10 +330,6 @@ describe('Logger', () => {
     const dayDir = join(dir, 'stopped-over-midnight', 'staging', 'days', '2030-01-05', 'otel', 'logs');
     const onDisk = () => readdirSync(dayDir).filter((n) => n.endsWith('.parquet')).length;
     const live = async () => (await DeltaTable.open(dayDir)).files.length;
-    const until = async (what: string, done: () => boolean | Promise<boolean>) => {
-      for (let i = 0; i < 300 && !(await done()); i++) await new Promise((r) => setTimeout(r, 50));
-      assert.ok(await done(), what);
-    };
     const first = await open();
     for (let i = 0; i < 6; i++) {
       await first.ingestLog({ project_id: 'p', time_unix_nano: BigInt(i + 1), body: `row ${i}` });
