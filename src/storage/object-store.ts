@@ -90,12 +90,23 @@ function loadSdk(): Promise<Sdk> {
   return sdk;
 }
 
+/**
+ * A request whose connection moves no byte for this long fails (TimeoutError), is retried by the
+ * SDK, then fails its step, which shipping records and retries with backoff. The SDK's
+ * `requestTimeout` only logged a warning (unless `throwOnRequestTimeout`) and bounded the whole
+ * request, so a server that stopped answering held a day's upload for good (seen with a stopped
+ * S3 server), while a slow link moving a 16 MiB part is never cut short by this.
+ */
+const IDLE_TIMEOUT_MS = 120_000;
+
 export class ObjectStore {
   readonly settings: S3Settings;
+  private readonly idleTimeoutMs: number;
   private connection: Promise<{ client: S3Client; sdk: Sdk }> | null = null;
 
-  constructor(settings: S3Settings) {
+  constructor(settings: S3Settings, opts: { idleTimeoutMs?: number } = {}) {
     this.settings = settings;
+    this.idleTimeoutMs = opts.idleTimeoutMs ?? IDLE_TIMEOUT_MS;
   }
 
   /** The client and the SDK, made on first use. */
@@ -121,7 +132,7 @@ export class ObjectStore {
       requestChecksumCalculation: 'WHEN_REQUIRED',
       responseChecksumValidation: 'WHEN_REQUIRED',
       maxAttempts: 3,
-      requestHandler: { connectionTimeout: 10_000, requestTimeout: 120_000 },
+      requestHandler: { connectionTimeout: 10_000, socketTimeout: this.idleTimeoutMs },
     });
   }
 

@@ -4,6 +4,8 @@
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -49,6 +51,32 @@ describe('ObjectStore', () => {
       assert.equal(await store.get('t/none'), null);
     } finally {
       store.destroy();
+    }
+  });
+
+  test('a server that accepts connections and never answers fails the request, not hangs it', {
+    timeout: 30_000,
+  }, async () => {
+    const silent = createServer(() => {}); // takes the connection, reads the request, says nothing
+    await new Promise<void>((ok) => silent.listen(0, '127.0.0.1', ok));
+    const port = (silent.address() as AddressInfo).port;
+    const env = { ...server.env, CLOUD_ENDPOINT_URL: `http://127.0.0.1:${port}` };
+    const store = new ObjectStore(resolveS3(undefined, env).settings!, { idleTimeoutMs: 300 });
+    const started = Date.now();
+    try {
+      await assert.rejects(store.list('t/'), (err: Error) => {
+        assert.ok(err instanceof ObjectStoreError, String(err));
+        assert.match(
+          err.message,
+          /cannot reach the object storage at http:\/\/127\.0\.0\.1:\d+ \(TimeoutError\)/,
+        );
+        return true;
+      });
+      assert.ok(Date.now() - started < 20_000, `failed after ${Date.now() - started} ms`);
+    } finally {
+      store.destroy();
+      silent.closeAllConnections();
+      silent.close();
     }
   });
 
