@@ -1075,7 +1075,9 @@ export class DeltaTable {
     const outputs = groups.map(() => `part-${randomUUID()}.zstd.parquet`);
     for (const o of outputs) this.inFlight.add(o);
     try {
-      const written = await Promise.all(
+      // Every group's task ends before a failure is thrown: one still writing when the catch below
+      // deleted the outputs left its file behind, and each retry of a seal on a full disk another.
+      const settled = await Promise.allSettled(
         groups.map((group, i) => {
           const task: CompactTask = {
             inputs: group.map((f) => this.absolute(f.path)),
@@ -1088,6 +1090,9 @@ export class DeltaTable {
           return deltaPool().run<CompactedFile>('compact', task);
         }),
       );
+      const failed = settled.find((r) => r.status === 'rejected');
+      if (failed) throw failed.reason;
+      const written = settled.map((r) => (r as PromiseFulfilledResult<CompactedFile>).value);
       const now = Date.now();
       const info = commitInfo(operation, params, this.opts.engineInfo, {
         operationMetrics: {

@@ -408,6 +408,21 @@ test('a missing commit in the middle of the log is an error, not a silent gap', 
   await assert.rejects(DeltaTable.open(dir), /missing commit 2/);
 });
 
+test('an optimize that fails in one group leaves no output of any group behind', async () => {
+  const dir = tempDir();
+  const t = await DeltaTable.createOrOpen(dir, LOGS);
+  for (let i = 0; i < 4; i++) await appendRows(t, LOGS, makeRows(LOGS, 10, i, i * 100));
+  const inputs = t.files.map((f) => f.path);
+  // The first group's first file cut short: its rewrite fails while the second group's runs.
+  writeFileSync(join(dir, inputs[0]!), Buffer.from('PAR1 not a parquet file'));
+  await assert.rejects(t.optimize({ targetFileRows: 20 }), /parquet|PAR1|footer|magic/i);
+  await new Promise((r) => setTimeout(r, 1000)); // a group's task still running would write by now
+  const parquet = readdirSync(dir).filter((n) => n.endsWith('.parquet'));
+  assert.deepEqual(parquet.sort(), [...inputs].sort(), 'only the inputs');
+  assert.equal(t.version, 4);
+  await t.close();
+});
+
 test('optimize compacts into bins with exact rows and stats, dataChange false', async () => {
   const dir = tempDir();
   const schema = SCHEMAS.metrics_hist;
