@@ -268,7 +268,7 @@ export class Shipper {
       }
       scanned = true;
     } catch (err) {
-      this.recordError('-', 'scan', err);
+      this.report('warn', `shipping could not look for finished days: ${this.recordError('-', 'scan', err)}`);
     } finally {
       // The next pass at the earliest retry; at once for one already due. A timer can fire a little
       // before Date.now() reaches its time: the pass skipped that day, and leaving the due retry
@@ -400,6 +400,13 @@ export class Shipper {
       summary.status = 'cleaned';
       this.retryAt.delete(day);
       this.lastShipped = { day, at: new Date().toISOString() };
+      if (this.running) {
+        const { files, bytes } = summary.uploaded;
+        this.report(
+          'info',
+          `shipped ${day}: ${files} files (${bytes} bytes) uploaded, verified, local copy removed`,
+        );
+      }
     } catch (err) {
       if (this.stopped) {
         summary.error = { step, message: 'stopped before the day was shipped' };
@@ -408,7 +415,13 @@ export class Shipper {
         summary.error = { step, message };
         const failures = ((await readDayStates(layout.daysIndex)).get(day)?.failures ?? 1) - 1;
         const delay = Math.min(this.timing.maxMs, this.timing.baseMs * 2 ** Math.min(failures, 30));
-        this.retryAt.set(day, Date.now() + delay * (0.5 + Math.random() / 2));
+        const at = Date.now() + delay * (0.5 + Math.random() / 2);
+        this.retryAt.set(day, at);
+        // In the server's log too (a hand-run ship answers with its summary instead).
+        if (this.running) {
+          const next = new Date(at).toISOString();
+          this.report('warn', `shipping ${day} failed at ${step}: ${message}; tried again at ${next}`);
+        }
       }
     } finally {
       this.current = null;

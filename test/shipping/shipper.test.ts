@@ -471,10 +471,12 @@ describe('automatic shipping', () => {
     const other = await startS3Server();
     const port = other.port;
     await other.stop();
+    const lines: string[] = [];
     const { logger, index } = await finishedDay('auto', 30, {
       s3: s3Of(other.env),
       options: { shipper_enabled: true, aggregator_config: { min_batch_rows: 1 } },
       shipperTiming: { checkMs: 50, baseMs: 100, maxMs: 400 },
+      log: (level, message) => lines.push(`${level} ${message}`),
     });
     const until = async (what: string, ok: () => Promise<boolean>) => {
       for (let i = 0; i < 600 && !(await ok()); i++) await new Promise((r) => setTimeout(r, 50));
@@ -506,6 +508,20 @@ describe('automatic shipping', () => {
       assert.equal((await phases(index)).at(-1), 'cleaned');
       assert.equal((await remoteTables(back.env, 'auto'))['logs']!.rows, 30);
       assert.deepEqual(await phases(index, NEXT_DAY), [], 'the current day stays open');
+      // The operator's log says both, not only /healthz.
+      const failed = new RegExp(
+        `^warn shipping ${DAY} failed at upload: .*ECONNREFUSED.*; tried again at \\d{4}-`,
+      );
+      assert.ok(
+        lines.some((l) => failed.test(l)),
+        lines.join('\n'),
+      );
+      assert.ok(
+        lines.some((l) =>
+          new RegExp(`^info shipped ${DAY}: \\d+ files \\(\\d+ bytes\\) uploaded, verified`).test(l),
+        ),
+        lines.join('\n'),
+      );
     } finally {
       await logger.stop();
       await back.stop({ removeData: true });
