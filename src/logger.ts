@@ -674,7 +674,7 @@ export class Logger {
           onBackgroundError: (task, err) => {
             const next =
               task === 'deleting replaced files'
-                ? 'they stay until the day is sealed'
+                ? 'they stay on disk until a seal vacuums the day'
                 : 'it runs again later';
             this.logSink('warn', `the ${table} table of ${day}: ${task} failed (${err.message}); ${next}`);
           },

@@ -115,7 +115,10 @@ export interface ShipperInit {
    * finished days (see tidyFinishedDays). Off for a process that ships by hand (`otelake ship`).
    */
   tidyAtStart: boolean;
-  /** Where the tidy says what it deleted, or why it failed. */
+  /**
+   * The operator's log: what the tidy deleted, and automatic shipping's failed steps and scans
+   * (with when they are tried again) and shipped days.
+   */
   report: (level: 'info' | 'warn', message: string) => void;
   /** Timing (tests shorten it). */
   timing?: ShipperTiming;
@@ -149,7 +152,6 @@ export class Shipper {
   private readonly abort = new AbortController();
   private stopped = false;
   private running = false;
-  private tidied = false;
   private timer: NodeJS.Timeout | null = null;
   private readonly retryAt = new Map<string, number>();
   private current: ShipProgress | null = null;
@@ -177,13 +179,12 @@ export class Shipper {
 
   /**
    * Starts automatic shipping (when enabled and configured): resumes unfinished days now. Without
-   * it, tidies the newest finished days once (tidyAtStart).
+   * it, tidies the newest finished days (tidyAtStart). The Logger calls it once, as it starts.
    */
   start(): void {
     if (this.running || this.stopped) return;
     if (!this.init.enabled || !this.store) {
-      if (this.init.tidyAtStart && !this.tidied) {
-        this.tidied = true;
+      if (this.init.tidyAtStart) {
         void this.serialized(() => this.tidyFinishedDays()).catch((err: unknown) =>
           this.report('warn', `tidying finished days failed: ${(err as Error).message}`),
         );

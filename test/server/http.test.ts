@@ -12,6 +12,7 @@ import { Compressor, compressSync as snappyCompress } from 'snappy';
 import { loadProtobuf } from '../../src/otlp/index.ts';
 import { closeReadWorkers } from '../../src/read/index.ts';
 import { INLINE_BODY_BYTES } from '../../src/server/decode.ts';
+import { sentProjectId } from '../../src/server/project-header.ts';
 import { FIXTURE_LOG_ATTRIBUTES, jsonToProtobuf } from '../otlp/helpers.ts';
 import {
   decodeStatusProto,
@@ -432,6 +433,10 @@ describe('project id, partial success, empty requests', () => {
     });
     assert.equal(twice.status, 400, twice.text);
     assert.match(JSON.parse(twice.text).message, /invalid X-Project-Id "shop, other"/);
+    // Node's server joins the repeat itself; values kept apart (inject, headersDistinct) are joined
+    // the same way rather than one picked.
+    assert.equal(sentProjectId({ 'x-project-id': ['shop', 'other'] }), 'shop, other');
+    assert.equal(sentProjectId({}), undefined);
   });
 
   test("an unsafe resource attribute project.id refuses its resource's items (the header would win over it)", async () => {
