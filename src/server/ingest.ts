@@ -177,14 +177,15 @@ interface RequestHead {
 
 /**
  * The head of an export request, or the answer refusing it before its body is read: an
- * unsupported content type (protobuf too, without protobufjs), an invalid X-Project-Id, a project
- * over its rate, an unsupported Content-Encoding.
+ * unsupported content type (protobuf too, without protobufjs), an invalid X-Project-Id, an
+ * unsupported Content-Encoding, then a project over its rate.
  */
 function checkHead(
   request: FastifyRequest,
   reply: FastifyReply,
   protobuf: boolean,
   rates: ProjectRates | null,
+  bodyLimit: number,
 ): RequestHead | { refused: FastifyReply } {
   const format = formatOf(request.headers['content-type']);
   if (format === null) {
@@ -212,14 +213,20 @@ function checkHead(
     const why = `invalid X-Project-Id ${JSON.stringify(headerProject)}: use ${PROJECT_ID_RULE}`;
     return { refused: sendStatus(reply, 400, why, format) };
   }
-  const wait = headerProject === undefined ? 0 : (rates?.retryAfter([headerProject]) ?? 0);
-  if (wait > 0) return { refused: overRate(reply, wait, format) };
+  let codings: string[];
   try {
-    return { format, headerProject, codings: codingsFor(headerValue(request.headers['content-encoding'])) };
+    codings = codingsFor(headerValue(request.headers['content-encoding']));
   } catch (err) {
     if (err instanceof BodyError) return { refused: sendText(reply, err.statusCode, err.message) };
     throw err;
   }
+  // Refusals that sending again cannot change come before the rate's 429: a client told to wait
+  // (an SDK honours Retry-After) would only be refused then. A body declared over the limit is
+  // refused by readBody, which closes the connection instead of reading it.
+  const oversized = Number(request.headers['content-length'] ?? 0) > bodyLimit;
+  const wait = headerProject === undefined || oversized ? 0 : (rates?.retryAfter([headerProject]) ?? 0);
+  if (wait > 0) return { refused: overRate(reply, wait, format) };
+  return { format, headerProject, codings };
 }
 
 /**
@@ -289,7 +296,7 @@ export function registerIngestRoutes(app: FastifyInstance, opts: IngestRouteOpti
   }
 
   async function handleExport(route: SignalRoute, request: FastifyRequest, reply: FastifyReply) {
-    const head = checkHead(request, reply, decoders.protobuf, opts.rates);
+    const head = checkHead(request, reply, decoders.protobuf, opts.rates, opts.bodyLimitBytes);
     if ('refused' in head) return head.refused;
     const { format, headerProject, codings } = head;
 

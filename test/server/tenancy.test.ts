@@ -534,7 +534,8 @@ describe("a damaged file of one project's rows", () => {
 
 describe('per-project ingest rate and queue share: 429 + Retry-After for the noisy project only', () => {
   test('a project over its rate gets 429 (before or after decoding) while another still gets in', async () => {
-    const s = await startServer({ server_config: { project_max_rows_per_s: 100 } });
+    const LIMIT = 64 * 1024;
+    const s = await startServer({ server_config: { project_max_rows_per_s: 100, body_limit_bytes: LIMIT } });
     try {
       const rows = (n: number) => Array.from({ length: n }, (_, i) => `r${i}`);
       const first = await post(`${s.url}/v1/logs`, logsBody(rows(150)), { ...JSON_CT, 'x-project-id': A });
@@ -547,6 +548,14 @@ describe('per-project ingest rate and queue share: 429 + Retry-After for the noi
       const proto = await post(`${s.url}/v1/logs`, new Uint8Array(0), { ...PROTO_CT, 'x-project-id': A });
       assert.equal(proto.status, 429, 'refused before the body is read');
       assert.equal(decodeStatusProto(proto.bytes).code, 8);
+      // What sending again cannot mend is answered as such, not with a wait that ends in it.
+      const big = logsBody(rows(2000));
+      assert.ok(big.length > LIMIT);
+      const oversized = await post(`${s.url}/v1/logs`, big, { ...JSON_CT, 'x-project-id': A });
+      assert.equal(oversized.status, 413, oversized.text);
+      assert.equal(oversized.headers.get('retry-after'), null);
+      const coded = { ...JSON_CT, 'x-project-id': A, 'content-encoding': 'xz' };
+      assert.equal((await post(`${s.url}/v1/logs`, logsBody(['x']), coded)).status, 415);
       // The project from the resource attribute: refused once decoded.
       const attr = await post(`${s.url}/v1/logs`, logsBody(['y'], [kv('project.id', str(A))]));
       assert.equal(attr.status, 429);
