@@ -13,6 +13,7 @@ import type { FastifyHttpOptions, FastifyInstance } from 'fastify';
 import { MAX_HELD_ROWS } from '../otlp/index.ts';
 import { type MemoryLimit, memoryLimit, type ServerConfig } from '../storage/options.ts';
 import { BodyBudget } from './body.ts';
+import { HTTP2_REASON, http2Refusal, isHttp2Preface } from './http2-refusal.ts';
 import { isIngestRoute, refuseWhileStopping } from './ingest.ts';
 
 /** How often node checks its connections against the header and request timeouts (default 30 s). */
@@ -57,6 +58,8 @@ const MEMORY_PER_REQUEST_ROW = 4096;
 const MIN_ROWS_PER_REQUEST = 16_384;
 /** The longest between two log lines about refused connections. */
 const DROP_LOG_INTERVAL_MS = 60_000;
+/** How long a connection refused for speaking HTTP/2 is kept for the client to read why. */
+const HTTP2_LINGER_MS = 5_000;
 
 /**
  * This process's open-file limit, from /proc/self/limits (Linux; node raises its soft limit to
@@ -136,6 +139,10 @@ export class ServerLimits {
   readonly maxRowsPerRequest: number;
   private connectionsRefused = 0;
   private dropLoggedAt = Number.NEGATIVE_INFINITY;
+  /** Connections opened in HTTP/2 (an OTLP/gRPC exporter), and when the log last said so. */
+  private http2Refused = 0;
+  private http2LoggedAt = Number.NEGATIVE_INFINITY;
+  private log: FastifyInstance['log'] | null = null;
   /** Connections whose current request was answered before its body was read to the end. */
   private readonly answeredEarly = new WeakSet<Socket>();
 
@@ -189,6 +196,7 @@ export class ServerLimits {
 
   /** Installs the hooks: the connection limit, answers while stopping, which connections were answered early. */
   register(app: FastifyInstance): void {
+    this.log = app.log;
     if (this.maxConnections !== null) {
       // node closes a connection beyond the limit as soon as it accepts it; clients retry.
       app.server.maxConnections = this.maxConnections;
@@ -244,9 +252,36 @@ export class ServerLimits {
     );
   }
 
+  /**
+   * A connection opened in HTTP/2 (h2c): told why in its own protocol (http2-refusal.ts) and
+   * closed, and the log says so once a minute at most, as the exporter may only log a frame error.
+   */
+  private onHttp2(socket: Socket): void {
+    this.http2Refused++;
+    if (socket.writable) {
+      // Closed once the client has read the answer and closes its end, or after a few seconds.
+      // Its further frames are read and dropped: a socket closed with bytes unread would be reset,
+      // and the reset could reach the client before the answer.
+      socket.resume();
+      socket.end(http2Refusal());
+      setTimeout(() => socket.destroy(), HTTP2_LINGER_MS).unref();
+    } else socket.destroy();
+    const now = Date.now();
+    if (now - this.http2LoggedAt < DROP_LOG_INTERVAL_MS) return;
+    this.http2LoggedAt = now;
+    this.log?.warn(
+      `refused a connection from ${socket.remoteAddress ?? 'a client'} that spoke HTTP/2, as an OTLP/gRPC ` +
+        `exporter does (the Java SDK's default): ${HTTP2_REASON} (${this.http2Refused} so far)`,
+    );
+  }
+
   /** A connection's error (a timeout, a malformed request): answered when possible, then closed. */
   private onClientError(err: NodeJS.ErrnoException, socket: Socket): void {
     if (err.code === 'ECONNRESET' || socket.destroyed) return;
+    if (err.code === 'HPE_PAUSED_H2_UPGRADE' && isHttp2Preface((err as { rawPacket?: Buffer }).rawPacket)) {
+      this.onHttp2(socket);
+      return;
+    }
     let status = 400;
     let message = 'malformed HTTP request';
     if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') {

@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
+import { connect as connectHttp2 } from 'node:http2';
 import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -22,6 +23,8 @@ let child: ChildProcess;
 let dir: string;
 let url: string;
 let port: number;
+/** The server's log lines. */
+const serverLog: string[] = [];
 
 before(async () => {
   dir = await mkdtemp(join(tmpdir(), 'otelake-limits-'));
@@ -34,6 +37,7 @@ before(async () => {
   });
   url = await new Promise<string>((resolve, reject) => {
     createInterface({ input: child.stdout! }).on('line', (line) => {
+      serverLog.push(line);
       const m = /listening on (http:\/\/\S+)/.exec(line);
       if (m) resolve(m[1]!);
     });
@@ -213,5 +217,36 @@ describe('bounded memory and timeouts on the way in', () => {
     const end = await withDeadline(c.closed, 30_000, 'the idle connection is closed');
     assert.match(end.text, /^HTTP\/1\.1 200 /);
     assert.match(end.text, /keep-alive: timeout=2/i);
+  });
+
+  test('an HTTP/2 client (an OTLP/gRPC exporter) is told in HTTP/2 to use HTTP/1.1, and the log says why', async () => {
+    // Node's HTTP/2 client (nghttp2) reads the server's answer as any h2c client would.
+    const session = connectHttp2(url);
+    session.on('error', () => {}); // the connection ends with the GOAWAY
+    const goaway = new Promise<{ code: number; debug: string }>((resolve) =>
+      session.once('goaway', (code: number, _last: number, data?: Buffer) =>
+        resolve({ code, debug: data?.toString() ?? '' }),
+      ),
+    );
+    const stream = session.request({
+      ':method': 'POST',
+      ':path': '/opentelemetry.proto.collector.logs.v1.LogsService/Export',
+    });
+    stream.on('error', () => {});
+    stream.end(Buffer.alloc(5));
+    const { code, debug } = await withDeadline(goaway, 10_000, 'GOAWAY');
+    session.destroy();
+    assert.equal(code, 13, 'HTTP_1_1_REQUIRED');
+    assert.match(debug, /OTEL_EXPORTER_OTLP_PROTOCOL=http\/protobuf/);
+    const deadline = Date.now() + 5000;
+    while (!serverLog.some((l) => l.includes('spoke HTTP/2'))) {
+      if (Date.now() > deadline) assert.fail(`no log line about HTTP/2:\n${serverLog.join('\n')}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const line = JSON.parse(serverLog.find((l) => l.includes('spoke HTTP/2'))!);
+    assert.equal(line.level, 40, 'a warning');
+    assert.match(line.msg, /\(1 so far\)/);
+    // The server goes on answering HTTP/1.1.
+    assert.equal((await getJson(`${url}/healthz`)).status, 200);
   });
 });
