@@ -17,14 +17,19 @@ export function outputWidth(stream: NodeJS.WriteStream = process.stdout): number
   return Number.isInteger(fromEnv) && fromEnv >= 20 ? fromEnv : 160;
 }
 
-/** One visual line: control characters (newlines, tabs, escapes) shown as visible escapes. */
+/**
+ * One visual line: control characters (newlines, tabs, escapes; C1 too, which some terminals
+ * obey: U+009B is CSI) and the bidirectional overrides and isolates that reorder what follows them
+ * on the line, shown as visible escapes. Anyone who may ingest writes these texts.
+ */
 export function oneLine(text: string): string {
   // biome-ignore lint/suspicious/noControlCharactersInRegex: replacing control characters is the point
-  return text.replace(/[\u0000-\u001f\u007f]/g, (c) => {
+  return text.replace(/[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g, (c) => {
     if (c === '\n') return '\\n';
     if (c === '\t') return '\\t';
     if (c === '\r') return '\\r';
-    return `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`;
+    const code = c.charCodeAt(0);
+    return code < 0x100 ? `\\x${code.toString(16).padStart(2, '0')}` : `\\u${code.toString(16)}`;
   });
 }
 

@@ -190,6 +190,10 @@ describe('pidfile', () => {
 describe('rendering', () => {
   test('cells stay on one line and are truncated with an ellipsis', () => {
     assert.equal(oneLine('a\nb\tc\u001b'), 'a\\nb\\tc\\x1b');
+    // C1 controls (CSI, OSC, ST) and bidi overrides and isolates, which terminals act on or reorder by.
+    assert.equal(oneLine('\u009b31mRED\u009d0;t\u009c'), '\\x9b31mRED\\x9d0;t\\x9c');
+    assert.equal(oneLine('ab\u202ecd\u2066e\u2069'), 'ab\\u202ecd\\u2066e\\u2069');
+    assert.equal(oneLine('é日本\u00a0'), 'é日本\u00a0', 'printable text as it is');
     assert.equal(truncate('abcdef', 4), 'abc…');
     assert.equal(truncate('abc', 4), 'abc');
     // Widths are terminal columns: CJK and emoji take two.
