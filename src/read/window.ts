@@ -37,8 +37,11 @@ export function parseInstantUs(text: string): bigint | null {
   if (!m) return null;
   const [, y, mo, d, h, mi, s, frac, zone] = m;
   if (h !== undefined && zone === undefined) return null; // a time needs its offset
-  const ms = Date.UTC(Number(y), Number(mo) - 1, Number(d), Number(h ?? 0), Number(mi ?? 0), Number(s ?? 0));
-  const date = new Date(ms);
+  // setUTCFullYear, not Date.UTC, which reads the years 0-99 as 1900-1999.
+  const date = new Date(0);
+  date.setUTCFullYear(Number(y), Number(mo) - 1, Number(d));
+  date.setUTCHours(Number(h ?? 0), Number(mi ?? 0), Number(s ?? 0));
+  const ms = date.getTime();
   // Date.UTC rolls over (Feb 30 -> Mar 2): such a date is not valid.
   if (
     date.getUTCFullYear() !== Number(y) ||

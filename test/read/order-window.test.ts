@@ -199,6 +199,9 @@ describe('event-time window', () => {
     assert.equal(parseInstantUs('2026-05-02'), BigInt(Date.parse('2026-05-02T00:00:00Z')) * 1000n);
     assert.equal(parseInstantUs('2026-05-02T10:00:00'), null, 'a time needs its offset');
     assert.equal(parseInstantUs('2026-02-29T00:00:00Z'), null, 'no such day');
+    // The years 0-99 are those years, not 1900-1999 (as Date.UTC would have them).
+    assert.equal(parseInstantUs('0001-01-01'), BigInt(Date.parse('0001-01-01T00:00:00Z')) * 1000n);
+    assert.equal(parseInstantUs('0099-12-31T23:59:59Z'), BigInt(Date.parse('0099-12-31T23:59:59Z')) * 1000n);
     assert.throws(() => normalizeQuery('logs', { since: 'last week' }), /invalid since "last week"/);
     assert.throws(() => normalizeQuery('logs', { until: 5 as unknown as string }), /invalid until 5/);
     assert.throws(
