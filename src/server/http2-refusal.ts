@@ -25,8 +25,8 @@ export function isHttp2Preface(bytes: Uint8Array | undefined): boolean {
 }
 
 /** The server's empty SETTINGS frame and a GOAWAY frame (stream 0, no stream processed). */
-export function http2Refusal(reason = HTTP2_REASON): Buffer {
-  const debug = Buffer.from(reason);
+export function http2Refusal(): Buffer {
+  const debug = Buffer.from(HTTP2_REASON);
   const goaway = frame(GOAWAY, 8 + debug.length);
   goaway.writeUInt32BE(0, 9); // last stream id: none was processed
   goaway.writeUInt32BE(HTTP_1_1_REQUIRED, 13);
