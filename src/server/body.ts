@@ -215,16 +215,48 @@ function refusal(err: unknown, coding: string, limit: number): BodyError {
 }
 
 /**
+ * How long a body may wait for room in all before it is refused (503): the bodies ahead of it
+ * finish being read and decoded meanwhile, as long as their clients send. In all, not each time:
+ * bodies let in a chunk at a time as room came back kept waiting anew, and ran into the request
+ * timeout (408, which OTLP clients do not retry) instead.
+ */
+export const BODY_WAIT_MS = 2000;
+
+/** A body waiting for room: what it needs, and what to do when it gets it or is refused. */
+interface Waiter {
+  lease: BodyLease;
+  bytes: number;
+  admit: () => void;
+  refuse: () => void;
+  timer: NodeJS.Timeout;
+}
+
+/**
  * The bytes of request bodies the server holds at once (server_config.max_body_bytes_in_flight),
- * from the first byte read until the request is answered: the body as sent while it is read and
- * decoded, then the rows decoded from it until they are queued. One accounting for every stage,
- * so that a flood of large, slow or stalled uploads is refused (503) instead of held in memory.
+ * from the first byte read until the request is answered: the body as it arrives while it is read
+ * and decoded, then the rows decoded from it until they are queued. One accounting for every
+ * stage, so that a flood of large, slow or stalled uploads is refused (503) instead of held in
+ * memory.
+ *
+ * Bytes count as they arrive, not as announced: four connections announcing 64 MiB and sending a
+ * byte a second held the whole default budget while it counted announced lengths, and every other
+ * client got 503 until the request timeout (a security review). A body whose next bytes do not fit
+ * is not refused at once either: it stops reading and waits (first come, first served, up to
+ * BODY_WAIT_MS) while the bodies ahead of it are read and decoded. Refused part way, its bytes
+ * would be garbage: eight Collector-size uploads into a 256 MiB container got the server killed
+ * for its memory so. While bodies wait, or when the budget is spent, a new body is refused
+ * before any of it is read. When every body holding bytes is waiting, none can finish: the
+ * newest is refused, and its room goes to the oldest.
  */
 export class BodyBudget {
   readonly limit: number;
   private held = 0;
   /** Requests refused because their body did not fit. */
   refused = 0;
+  /** Leases holding bytes now. */
+  private holders = 0;
+  private readonly waiting: Waiter[] = [];
+  private nextSerial = 0;
 
   constructor(limit: number) {
     if (!(Number.isSafeInteger(limit) && limit > 0)) throw new TypeError('the body budget must be > 0 bytes');
@@ -236,17 +268,89 @@ export class BodyBudget {
     return this.held;
   }
 
+  /** Bodies waiting for room now. */
+  get waiters(): number {
+    return this.waiting.length;
+  }
+
   /** A handle for one request's bytes; release it once the request is answered. */
   lease(): BodyLease {
-    return new BodyLease(this, (delta) => {
-      this.held += delta;
-    });
+    return new BodyLease(this, this.nextSerial++);
   }
 
   /** Whether `n` more bytes fit beside `own` bytes already held by the asking request. */
   fits(n: number, own: number): boolean {
     // A body alone always fits: a budget below body_limit_bytes still serves one large body.
     return this.held === own || this.held + n <= this.limit;
+  }
+
+  /** Whether a new body is refused before it is read: bodies wait for room, or none is left. */
+  spent(): boolean {
+    return this.waiting.length > 0 || (this.holders > 0 && this.held >= this.limit);
+  }
+
+  /** Called by a lease whose bytes change by `delta` (`was`: what it held before). */
+  changed(delta: number, was: number): void {
+    this.held += delta;
+    const now = was + delta;
+    if (was === 0 && now > 0) this.holders++;
+    else if (was > 0 && now === 0) this.holders--;
+    if (delta < 0) this.admitWaiting();
+  }
+
+  /**
+   * Queues `lease` for `bytes` more; `admit` is called once they are taken for it, `refuse` at
+   * `deadline` (a Date.now() time) or to end a standstill. `cancel` (the returned function) takes
+   * it out of the queue without either.
+   */
+  wait(lease: BodyLease, bytes: number, deadline: number, admit: () => void, refuse: () => void): () => void {
+    const waiter: Waiter = {
+      lease,
+      bytes,
+      admit,
+      refuse,
+      timer: setTimeout(() => this.refuseWaiter(waiter), Math.max(0, deadline - Date.now())),
+    };
+    this.waiting.push(waiter);
+    this.admitWaiting();
+    return () => this.remove(waiter);
+  }
+
+  /** The waiters whose bytes fit now, in order; then, at a standstill, the newest is refused. */
+  private admitWaiting(): void {
+    while (this.waiting.length > 0) {
+      const first = this.waiting[0]!;
+      if (first.lease.grow(first.bytes)) {
+        this.remove(first);
+        first.admit();
+        continue;
+      }
+      // Every body holding bytes waits: none will give any back. The newest of them is refused,
+      // and gives its bytes back once answered.
+      let newest: Waiter | null = null;
+      let waitingHolders = 0;
+      for (const w of this.waiting) {
+        if (w.lease.bytes === 0) continue;
+        waitingHolders++;
+        if (newest === null || w.lease.serial > newest.lease.serial) newest = w;
+      }
+      if (newest === null || waitingHolders < this.holders) return;
+      this.refuseWaiter(newest);
+    }
+  }
+
+  private refuseWaiter(waiter: Waiter): void {
+    if (!this.remove(waiter)) return;
+    this.refused++;
+    waiter.refuse();
+  }
+
+  private remove(waiter: Waiter): boolean {
+    const at = this.waiting.indexOf(waiter);
+    if (at < 0) return false;
+    this.waiting.splice(at, 1);
+    clearTimeout(waiter.timer);
+    return true;
   }
 }
 
@@ -255,11 +359,12 @@ export class BodyLease {
   private held = 0;
   private released = false;
   readonly budget: BodyBudget;
-  private readonly add: (delta: number) => void;
+  /** Leases are numbered as requests come: the higher, the newer. */
+  readonly serial: number;
 
-  constructor(budget: BodyBudget, add: (delta: number) => void) {
+  constructor(budget: BodyBudget, serial: number) {
     this.budget = budget;
-    this.add = add;
+    this.serial = serial;
   }
 
   get bytes(): number {
@@ -270,8 +375,7 @@ export class BodyLease {
   grow(n: number): boolean {
     if (this.released) return false;
     if (!this.budget.fits(n, this.held)) return false;
-    this.held += n;
-    this.add(n);
+    this.set(this.held + n);
     return true;
   }
 
@@ -281,21 +385,24 @@ export class BodyLease {
    */
   hold(n: number): void {
     if (this.released) return;
-    this.add(n - this.held);
-    this.held = n;
+    this.set(n);
   }
 
   /** Gives the bytes back (idempotent). */
   release(): void {
     if (this.released) return;
+    this.set(0);
     this.released = true;
-    this.add(-this.held);
-    this.held = 0;
+  }
+
+  private set(n: number): void {
+    const was = this.held;
+    this.held = n;
+    this.budget.changed(n - was, was);
   }
 }
 
 function tooBusy(budget: BodyBudget): BodyError {
-  budget.refused++;
   return new BodyError(
     503,
     `the server holds its limit of request bodies (server_config.max_body_bytes_in_flight = ${budget.limit} bytes)`,
@@ -311,40 +418,54 @@ function joined(chunks: readonly Buffer[], length: number): Buffer {
 }
 
 /**
+ * Bodies announced up to this size are copied into one buffer of that size as they arrive; larger
+ * ones are kept as the chunks that came and joined at the end. The buffer is made at the first
+ * chunk, before the rest has come: what a request may set aside without sending it.
+ */
+const PREALLOCATED_BODY_BYTES = 1024 * 1024;
+
+/**
  * The whole body of `req` as one buffer, as sent (at most `limit` bytes), its bytes taken from
- * `lease` before they are read (the announced Content-Length at once, else chunk by chunk).
- * Rejects with a BodyError: 413 over the limit, 503 when the body does not fit the budget, 400
- * when the client aborts. On a refusal reading stops: once answered, node reads and drops the
- * rest of the body to keep the connection, unless the answer ends it (closeAfterAnswer).
+ * `lease` as they arrive (see BodyBudget: a chunk that does not fit waits for room). Rejects with
+ * a BodyError: 413 over the limit (at once when announced so), 503 when the budget is spent or
+ * the body waited for room in vain, 400 when the client aborts. On a refusal reading stops: once
+ * answered, node reads and drops the rest of the body to keep the connection, unless the answer
+ * ends it (closeAfterAnswer).
  */
 export function readBody(req: IncomingMessage, limit: number, lease: BodyLease): Promise<Buffer> {
   const declared = req.headers['content-length'];
   const length = declared === undefined ? -1 : Number(declared);
   if (length > limit) return Promise.reject(tooLarge(limit, 'size (Content-Length)'));
-  if (length > 0 && !lease.grow(length)) return Promise.reject(tooBusy(lease.budget));
+  if (length !== 0 && lease.budget.spent()) {
+    lease.budget.refused++;
+    return Promise.reject(tooBusy(lease.budget));
+  }
   return new Promise((resolve, reject) => {
-    // With a Content-Length the bytes are copied once into place; else chunks are joined at the end.
-    // `into` is allocated at the first chunk, unless that chunk is the whole body: a buffer of its
-    // own, not a slice of Buffer's pool (anything under 32 KiB with the 64 KiB pool of newer
-    // Nodes), so that a decode worker takes it by transfer without a second copy (6-7 µs, 30 KB).
-    let sized = length > 0;
+    // A body announced up to PREALLOCATED_BODY_BYTES is copied once into place; else chunks are
+    // joined at the end. `into` is allocated at the first chunk, unless that chunk is the whole
+    // body: a buffer of its own, not a slice of Buffer's pool (anything under 32 KiB with the 64
+    // KiB pool of newer Nodes), so that a decode worker takes it by transfer without a second
+    // copy (6-7 µs, 30 KB).
+    let sized = length > 0 && length <= PREALLOCATED_BODY_BYTES;
     let into: Buffer | null = null;
     const chunks: Buffer[] = [];
     let received = 0;
     let settled = false;
+    let cancelWait: (() => void) | null = null;
+    /** When this body has waited BODY_WAIT_MS for room, counted from its first wait. */
+    let waitDeadline = 0;
     const fail = (err: Error): void => {
       if (settled) return;
       settled = true;
+      cancelWait?.();
       req.off('data', onData);
       req.pause();
+      // Its bytes are dropped: their room goes to the bodies waiting now, not once answered.
+      lease.release();
       reject(err);
     };
-    const onData = (chunk: Buffer): void => {
+    const take = (chunk: Buffer): void => {
       const next = received + chunk.length;
-      if (next > limit) {
-        fail(tooLarge(limit, 'size'));
-        return;
-      }
       if (sized && next <= length) {
         // A sole chunk filling the whole length is not copied here (it is a slice of the socket's
         // buffer: crossing to a worker copies it once).
@@ -359,22 +480,44 @@ export function readBody(req: IncomingMessage, limit: number, lease: BodyLease):
           if (into !== null) chunks.push(into.subarray(0, received));
           sized = false;
         }
-        if (next > lease.bytes && !lease.grow(next - lease.bytes)) {
-          fail(tooBusy(lease.budget));
-          return;
-        }
         chunks.push(chunk);
       }
       received = next;
     };
-    req.on('data', onData);
-    req.once('end', () => {
-      if (settled) return;
+    const onData = (chunk: Buffer): void => {
+      if (received + chunk.length > limit) {
+        fail(tooLarge(limit, 'size'));
+        return;
+      }
+      if (lease.grow(chunk.length)) {
+        take(chunk);
+        return;
+      }
+      // No room: stop reading until the bodies ahead give some back.
+      req.pause();
+      if (waitDeadline === 0) waitDeadline = Date.now() + BODY_WAIT_MS;
+      cancelWait = lease.budget.wait(
+        lease,
+        chunk.length,
+        waitDeadline,
+        () => {
+          cancelWait = null;
+          take(chunk);
+          if (req.readableEnded) finish();
+          else req.resume();
+        },
+        () => fail(tooBusy(lease.budget)),
+      );
+    };
+    const finish = (): void => {
+      if (settled || cancelWait !== null) return; // the last chunk still waits for room
       settled = true;
       if (sized)
         resolve(into === null ? Buffer.alloc(0) : received === length ? into : into.subarray(0, received));
       else resolve(chunks.length === 1 ? chunks[0]! : joined(chunks, received));
-    });
+    };
+    req.on('data', onData);
+    req.once('end', finish);
     req.once('error', fail);
     req.once('close', () => {
       if (!req.complete) fail(new BodyError(400, 'request aborted by the client'));

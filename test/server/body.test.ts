@@ -5,6 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import * as zlib from 'node:zlib';
 import {
+  BODY_WAIT_MS,
   BodyBudget,
   BodyError,
   codingsFor,
@@ -219,14 +220,16 @@ describe('BodyBudget', () => {
     assert.equal(third.grow(1), false, 'a released lease takes nothing more');
   });
 
-  test('over the budget a body is refused with 503, announced or chunked; the bytes come back', async () => {
+  test('over the budget a body waits for room, then is refused with 503, announced or chunked', async () => {
     budget = new BodyBudget(300_000);
     try {
       const held = budget.lease();
-      assert.ok(held.grow(250_000)); // another request in flight
+      assert.ok(held.grow(250_000)); // another request in flight, which gives nothing back
       const body = randomBytes(100_000);
+      const started = Date.now();
       const a = await post(body);
       assert.equal(a.status, 503);
+      assert.ok(Date.now() - started >= BODY_WAIT_MS - 50, 'it waited for room first');
       assert.match(a.bytes.toString(), /max_body_bytes_in_flight = 300000 bytes/);
       const b = await post(chunked(body, 10_000));
       assert.equal(b.status, 503);
@@ -240,6 +243,57 @@ describe('BodyBudget', () => {
     } finally {
       budget = new BodyBudget(64 * LIMIT);
     }
+  });
+
+  test('a body waiting for room goes on once room is given back; meanwhile new bodies are refused unread', async () => {
+    budget = new BodyBudget(300_000);
+    try {
+      const held = budget.lease();
+      assert.ok(held.grow(250_000));
+      const body = randomBytes(100_000);
+      const waiting = post(chunked(body, 10_000));
+      while (budget.waiters === 0) await new Promise((r) => setTimeout(r, 5));
+      const started = Date.now();
+      const refused = await post(randomBytes(1000));
+      assert.equal(refused.status, 503, 'refused while another body waits');
+      assert.ok(Date.now() - started < BODY_WAIT_MS, 'at once, not after a wait');
+      held.release();
+      const a = await waiting;
+      assert.equal(a.status, 200);
+      assert.ok(a.bytes.equals(body), 'every byte, in order');
+    } finally {
+      budget = new BodyBudget(64 * LIMIT);
+    }
+  });
+
+  test('when every body holding bytes waits, the newest is refused and the oldest goes on', () => {
+    const b = new BodyBudget(100);
+    const older = b.lease();
+    const newer = b.lease();
+    assert.ok(older.grow(60) && newer.grow(40));
+    const seen: string[] = [];
+    b.wait(
+      older,
+      10,
+      Date.now() + 60_000,
+      () => seen.push('older admitted'),
+      () => seen.push('older refused'),
+    );
+    assert.equal(seen.length, 0, 'the newer body may still give bytes back');
+    b.wait(
+      newer,
+      10,
+      Date.now() + 60_000,
+      () => seen.push('newer admitted'),
+      () => seen.push('newer refused'),
+    );
+    assert.deepEqual(seen, ['newer refused'], 'both wait: neither could ever go on');
+    assert.equal(b.refused, 1);
+    newer.release(); // its answer sent
+    assert.deepEqual(seen, ['newer refused', 'older admitted']);
+    assert.equal(b.bytes, 70);
+    assert.equal(b.waiters, 0);
+    older.release();
   });
 });
 
