@@ -8,9 +8,10 @@
 // its last value.
 
 import type { Int64List } from './columns.ts';
+import { OtlpDecodeError } from './errors.ts';
 import { JsonAttributes } from './json-attributes.ts';
 import { DECLINED, END_OF_OBJECT, FIRST_KEY, JsonCursor, KeySet } from './json-cursor.ts';
-import { FIELD_NAMES, MESSAGES, type MessageType, UINT32 } from './messages.ts';
+import { FIELD_NAMES, MESSAGES, type MessageType, SFIXED64, UINT32 } from './messages.ts';
 import { END, INVALID_ID, type OtlpReader, type ReadId } from './reader.ts';
 import {
   bool,
@@ -184,7 +185,13 @@ export class JsonReader implements OtlpReader {
 
   int64(): bigint {
     const j = this.j;
-    return j.digits64() ?? int64(j.scalar(), this.label());
+    const signed = this.types[this.depth]!.types[this.field] === SFIXED64;
+    const v = j.digits64();
+    if (v === undefined) return int64(j.scalar(), this.label(), signed);
+    // Unsigned digits read as a negative number: 2^63 or more, which only an unsigned field keeps.
+    if (v < 0n && signed)
+      throw new OtlpDecodeError(`${this.label()}: ${BigInt.asUintN(64, v)} is outside the int64 range`);
+    return v;
   }
 
   int32(names?: Readonly<Record<string, number>>): number {

@@ -559,7 +559,7 @@ function numberRow(
     ...pointCols(m, type, temporality, p),
     is_monotonic: monotonic,
     value_double: asDouble == null ? null : double(asDouble, 'dataPoint.asDouble'),
-    value_int: asInt == null ? null : int64(asInt, 'dataPoint.asInt'),
+    value_int: asInt == null ? null : int64(asInt, 'dataPoint.asInt', true),
     attributes: attributesJson(p.attributes),
     flags: flags(p.flags, 'dataPoint.flags'),
     exemplars: exemplarsJson(p.exemplars, st),

@@ -17,6 +17,7 @@ export interface MapState {
 const INT_RE = /^-?\d+$/;
 const INT64_MIN = -(1n << 63n);
 const UINT64_MAX = (1n << 64n) - 1n;
+const INT64_MAX = (1n << 63n) - 1n;
 const SAFE_MAX = 9007199254740992n; // 2^53: integers up to this magnitude are exact as JSON numbers
 
 interface LongLike {
@@ -44,20 +45,24 @@ export function fail(field: string, expected: string, got: unknown): never {
   throw new OtlpDecodeError(`${field}: expected ${expected}, got ${typeName(got)}`);
 }
 
-function parseInt64String(s: string, field: string): bigint {
+function parseInt64String(s: string, field: string, signed: boolean): bigint {
   if (!INT_RE.test(s)) throw new OtlpDecodeError(`${field}: "${s.slice(0, 40)}" is not an integer`);
   const b = BigInt(s);
-  if (b < INT64_MIN || b > UINT64_MAX)
-    throw new OtlpDecodeError(`${field}: ${s} is outside the 64-bit range`);
+  if (b < INT64_MIN || b > (signed ? INT64_MAX : UINT64_MAX))
+    throw new OtlpDecodeError(`${field}: ${s} is outside the ${signed ? 'int64' : '64-bit'} range`);
   // uint64 values above 2^63 keep their bits in the signed long column.
-  return b > 0x7fffffffffffffffn ? BigInt.asIntN(64, b) : b;
+  return b > INT64_MAX ? BigInt.asIntN(64, b) : b;
 }
 
-/** An int64/uint64/fixed64 field as bigint; 0n when absent (proto3 default). */
-export function int64(v: unknown, field: string): bigint {
+/**
+ * An int64/uint64/fixed64 field as bigint; 0n when absent (proto3 default). `signed` (int64,
+ * sfixed64: an attribute's intValue, a point's asInt) refuses a value above 2^63 - 1, which an
+ * unsigned field keeps as its bits.
+ */
+export function int64(v: unknown, field: string, signed = false): bigint {
   switch (typeof v) {
     case 'string':
-      return parseInt64String(v, field);
+      return parseInt64String(v, field, signed);
     case 'number':
       if (Number.isSafeInteger(v)) return BigInt(v);
       if (Number.isInteger(v)) throw new LossyJsonNumber(field);
@@ -213,6 +218,7 @@ const HEX16 = /^[0-9a-f]{16}$/;
 const ZERO32 = '0'.repeat(32);
 const ZERO16 = '0'.repeat(16);
 const BASE64 = /^[A-Za-z0-9+/_-]+={0,2}$/;
+const HEX_DIGITS = /^[0-9a-fA-F]+$/;
 
 function bytesToHex(b: Uint8Array): string {
   return (b instanceof Buffer ? b : Buffer.from(b.buffer, b.byteOffset, b.byteLength)).toString('hex');
@@ -237,7 +243,9 @@ export function id(v: unknown, byteLength: 16 | 8, field: string, st: MapState):
       return s === (byteLength === 16 ? ZERO32 : ZERO16) ? null : s;
     }
     if (v.length === 0) return null;
-    if (BASE64.test(v)) {
+    // Hex digits alone are hex of the wrong length, not base64: 22 of them (11 bytes) were read as
+    // the 16 bytes of their unpadded base64, a made-up id stored without a word.
+    if (BASE64.test(v) && !HEX_DIGITS.test(v)) {
       const bytes = Buffer.from(v, 'base64');
       if (bytes.length === byteLength) return bytesId(bytes, byteLength, st);
     }
@@ -283,7 +291,7 @@ export function jsonInt(v: unknown, field: string): number | string {
     const n = v.high * 4294967296 + (v.low >>> 0);
     if (Number.isSafeInteger(n)) return n;
   }
-  const b = int64(v, field);
+  const b = int64(v, field, true);
   return b >= -SAFE_MAX && b <= SAFE_MAX ? Number(b) : String(b);
 }
 

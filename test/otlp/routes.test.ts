@@ -422,6 +422,33 @@ test('odd JSON forms: what the reader takes, what it leaves to the tree, what bo
       around('metrics', gauge('{"timeUnixNano":1.7e18}')),
       'refused',
     ],
+    // Signed fields (sfixed64, int64) end at 2^63 - 1: beyond, a value would be stored with its
+    // sign flipped. An unsigned one (a time, a count) keeps its bits.
+    ['metrics', 'an asInt of 2^63', around('metrics', gauge('{"asInt":"9223372036854775808"}')), 'refused'],
+    [
+      'metrics',
+      'an asInt of 2^64 - 1',
+      around('metrics', gauge('{"asInt":18446744073709551615}')),
+      'refused',
+    ],
+    [
+      'metrics',
+      'an exemplar asInt of 2^63',
+      around('metrics', gauge('{"asInt":"1","exemplars":[{"asInt":"9223372036854775808"}]}')),
+      'refused',
+    ],
+    [
+      'logs',
+      'an intValue of 2^63',
+      around('logs', '{"attributes":[{"key":"i","value":{"intValue":"9223372036854775808"}}]}'),
+      'refused',
+    ],
+    [
+      'metrics',
+      'an asInt of 2^63 - 1 and a time of 2^64 - 1',
+      around('metrics', gauge('{"asInt":"9223372036854775807","timeUnixNano":"18446744073709551615"}')),
+      'reader',
+    ],
   ];
   for (const [signal, label, text, route] of cases) {
     assertRoutesAgree(signal, 'json', Buffer.from(text), label, route);

@@ -141,6 +141,8 @@ test('ids: wrong length and bad characters become null and are counted', () => {
     [TRACE.slice(2), SPAN + 'ab'],
     ['z'.repeat(32), 'g'.repeat(16)],
     [Buffer.alloc(15).toString('base64'), '!!!!'],
+    // Hex of 11 bytes, which is also the unpadded base64 of 16 (and 11 digits, of 8).
+    ['0102030405060708090a0b', '11121314151'],
   ];
   for (const [traceId, spanId] of cases) {
     const { row, invalidIds } = oneLog({ traceId, spanId });
