@@ -301,7 +301,10 @@ export class BodyBudget {
   /**
    * Queues `lease` for `bytes` more; `admit` is called once they are taken for it, `refuse` at
    * `deadline` (a Date.now() time) or to end a standstill. `cancel` (the returned function) takes
-   * it out of the queue without either.
+   * it out of the queue without either. Neither is called before `wait` returns: its caller
+   * keeps `cancel` until then. Called from within, an older body whose wait ended a standstill
+   * was admitted (the newer one refused gave its bytes back at once) before its reader knew it
+   * waited, and then waited for ever: its request never answered, its bytes held.
    */
   wait(lease: BodyLease, bytes: number, deadline: number, admit: () => void, refuse: () => void): () => void {
     const waiter: Waiter = {
@@ -312,7 +315,7 @@ export class BodyBudget {
       timer: setTimeout(() => this.refuseWaiter(waiter), Math.max(0, deadline - Date.now())),
     };
     this.waiting.push(waiter);
-    this.admitWaiting();
+    queueMicrotask(() => this.admitWaiting());
     return () => this.remove(waiter);
   }
 

@@ -266,7 +266,7 @@ describe('BodyBudget', () => {
     }
   });
 
-  test('when every body holding bytes waits, the newest is refused and the oldest goes on', () => {
+  test('when every body holding bytes waits, the newest is refused and the oldest goes on', async () => {
     const b = new BodyBudget(100);
     const older = b.lease();
     const newer = b.lease();
@@ -279,6 +279,7 @@ describe('BodyBudget', () => {
       () => seen.push('older admitted'),
       () => seen.push('older refused'),
     );
+    await Promise.resolve();
     assert.equal(seen.length, 0, 'the newer body may still give bytes back');
     b.wait(
       newer,
@@ -287,6 +288,8 @@ describe('BodyBudget', () => {
       () => seen.push('newer admitted'),
       () => seen.push('newer refused'),
     );
+    assert.equal(seen.length, 0, 'told after wait returns');
+    await Promise.resolve();
     assert.deepEqual(seen, ['newer refused'], 'both wait: neither could ever go on');
     assert.equal(b.refused, 1);
     newer.release(); // its answer sent
@@ -294,6 +297,68 @@ describe('BodyBudget', () => {
     assert.equal(b.bytes, 70);
     assert.equal(b.waiters, 0);
     older.release();
+  });
+});
+
+describe('readBody: bodies waiting for room', () => {
+  /** A chunked upload written piece by piece: `write` resolves once the piece is sent. */
+  function upload() {
+    const req = httpRequest(base, { method: 'POST', headers: { 'transfer-encoding': 'chunked' } });
+    const answer = new Promise<{ status: number; bytes: Buffer }>((resolve, reject) => {
+      req.on('response', (res) => {
+        const parts: Buffer[] = [];
+        res.on('data', (c: Buffer) => parts.push(c));
+        res.on('end', () => resolve({ status: res.statusCode!, bytes: Buffer.concat(parts) }));
+      });
+      req.on('error', reject);
+    });
+    return {
+      write: (piece: Buffer) => new Promise<void>((r) => req.write(piece, () => r())),
+      end: () => req.end(),
+      answer,
+    };
+  }
+
+  async function until(what: string, holds: () => boolean): Promise<void> {
+    const deadline = Date.now() + 5000;
+    while (!holds()) {
+      if (Date.now() > deadline) assert.fail(`waited 5 s for ${what}`);
+      await new Promise((r) => setTimeout(r, 5));
+    }
+  }
+
+  test('an older body whose wait ends a standstill goes on once the newer is refused, and is answered', async () => {
+    // Both hold bytes; the newer waits first, then the older: neither can go on, so the newer is
+    // refused, and the room it gives back at once goes to the older. That older body once waited
+    // for ever (admitted before its reader knew it waited), its request never answered.
+    budget = new BodyBudget(100_000);
+    try {
+      const older = upload();
+      const first = randomBytes(60_000);
+      await older.write(first);
+      await until('the older body to hold its bytes', () => budget.bytes === 60_000);
+      const newer = upload();
+      await newer.write(randomBytes(40_000));
+      await until('the newer body to hold its bytes', () => budget.bytes === 100_000);
+      await newer.write(randomBytes(10_000));
+      await until('the newer body to wait', () => budget.waiters === 1);
+      const second = randomBytes(10_000);
+      await older.write(second);
+      const refused = await newer.answer;
+      assert.equal(refused.status, 503, 'the newer body is refused');
+      older.end();
+      const answered = await Promise.race([
+        older.answer,
+        new Promise<never>((_, reject) =>
+          setTimeout(() => reject(new Error('the older body was never answered')), 5000).unref(),
+        ),
+      ]);
+      assert.equal(answered.status, 200, answered.bytes.toString().slice(0, 200));
+      assert.ok(answered.bytes.equals(Buffer.concat([first, second])), 'every byte of the older body');
+      await until('every byte to be given back', () => budget.bytes === 0);
+    } finally {
+      budget = new BodyBudget(64 * LIMIT);
+    }
   });
 });
 
