@@ -118,7 +118,8 @@ let processesFor: (() => number) | null = null;
  * a read that outgrows the memory limit is then what the kernel kills, not the server with its
  * ingest. Such a process stops once idle for READ_PROCESS_IDLE_MS, or once a task leaves it
  * holding more than a quarter of the memory limit (`memoryLimitBytes`, asked when the first one
- * starts), and gives its memory back.
+ * starts), and gives its memory back; it is stopped once it and the server hold more than
+ * readMemoryCeiling of that limit.
  */
 export function runReadsInProcesses(memoryLimitBytes: () => number): void {
   processesFor = memoryLimitBytes;
@@ -128,6 +129,18 @@ export function runReadsInProcesses(memoryLimitBytes: () => number): void {
 const READ_PROCESS_OOM_SCORE_ADJ = 1000;
 /** A read process idle this long stops; the next read starts one (~0.3 s and 65 MiB here). */
 const READ_PROCESS_IDLE_MS = 5_000;
+
+/**
+ * The anonymous memory the server and its read processes may hold together: the memory limit less
+ * room for the pages of their code (a quarter of it, up to 512 MiB). Past it the largest read
+ * process is stopped. Left to the kernel, a read in a 256 MiB cgroup (v1) with the server holding
+ * 164 MiB and the read 57 MiB ran 74 s, once 15 min, before the out-of-memory killer took it:
+ * 28 MiB were left for the code of both, read back from disk as fast as it was dropped, and the
+ * server's ingest crawled with the read.
+ */
+export function readMemoryCeiling(memoryLimitBytes: number): number {
+  return memoryLimitBytes - Math.min(memoryLimitBytes / 4, 512 * 1024 * 1024);
+}
 
 function queryPool(): WorkerPool {
   pool ??= new WorkerPool(siblingModule(import.meta.url, 'query-worker'), {
@@ -140,6 +153,7 @@ function queryPool(): WorkerPool {
           oomScoreAdj: READ_PROCESS_OOM_SCORE_ADJ,
           idleMs: READ_PROCESS_IDLE_MS,
           retireAboveAnonymousBytes: processesFor() / 4,
+          stopAboveCombinedAnonymousBytes: readMemoryCeiling(processesFor()),
         }
       : {}),
   });

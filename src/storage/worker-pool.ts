@@ -68,23 +68,29 @@ export class WorkerLost extends Error {
 export class WorkerProcessEnded extends WorkerLost {
   readonly signal: NodeJS.Signals | null;
   readonly startError: string | null;
+  /** Why the pool stopped it for memory (`stopAboveCombinedAnonymousBytes`), if it did. */
+  readonly stoppedFor: string | null;
   constructor(
     name: string,
     code: number | null,
     signal: NodeJS.Signals | null,
     startError: string | null = null,
+    stoppedFor: string | null = null,
   ) {
     super(
       startError !== null
         ? `the ${name} process could not start (${signal ?? `exit code ${code}`}): ${startError}`
-        : signal === 'SIGKILL'
-          ? `the ${name} process was killed (SIGKILL): most likely the system's out-of-memory killer, ` +
-            'as the task needed more memory than the limit left it'
-          : `the ${name} process ended (${signal ?? `exit code ${code}`}) before answering`,
+        : stoppedFor !== null
+          ? `the ${name} process was stopped: ${stoppedFor}, as the task needed more memory than the limit left it`
+          : signal === 'SIGKILL'
+            ? `the ${name} process was killed (SIGKILL): most likely the system's out-of-memory killer, ` +
+              'as the task needed more memory than the limit left it'
+            : `the ${name} process ended (${signal ?? `exit code ${code}`}) before answering`,
     );
     this.name = 'WorkerProcessEnded';
     this.signal = signal;
     this.startError = startError;
+    this.stoppedFor = stoppedFor;
   }
 }
 
@@ -103,6 +109,9 @@ function lastErrorLine(text: string): string | null {
  * an SDK exports every 1-60 s.
  */
 export const WORKER_IDLE_MS = 60_000;
+
+/** How often a pool with `stopAboveCombinedAnonymousBytes` looks at its processes' memory. */
+const MEMORY_CHECK_MS = 100;
 
 /** The period of the timer that holds the event loop while a pool closes (it does nothing). */
 const CLOSE_HOLD_MS = 60_000;
@@ -123,6 +132,8 @@ interface Slot {
   started: Set<number>;
   /** Its module has loaded: a task posted now starts at once. */
   ready: boolean;
+  /** Why the pool killed it for memory, told to the tasks it fails. */
+  stoppedFor: string | null;
 }
 
 export interface WorkerPoolOptions {
@@ -178,6 +189,14 @@ export interface WorkerPoolOptions {
    * the next task would start from there. Linux (/proc) only.
    */
   retireAboveAnonymousBytes?: number;
+  /**
+   * The child processes are watched (every MEMORY_CHECK_MS) and the largest is killed once their
+   * anonymous resident memory and this process's together pass this (0: never); its tasks fail
+   * saying so. The kernel's out-of-memory killer would kill it too, but late: near a container's
+   * limit it first takes back the pages of every process's code, which they read again at once,
+   * and the container crawls meanwhile. Linux (/proc) only.
+   */
+  stopAboveCombinedAnonymousBytes?: number;
 }
 
 type Queued = { task: string; payload: unknown; transfer: Transferable[]; p: Pending; at: number };
@@ -191,6 +210,8 @@ export class WorkerPool {
   private closed = false;
   /** Dispatches again when the oldest queued task will have waited spareAfterMs. */
   private spareTimer: NodeJS.Timeout | null = null;
+  /** Runs while child processes live, with stopAboveCombinedAnonymousBytes set. */
+  private memoryTimer: NodeJS.Timeout | null = null;
 
   constructor(moduleUrl: URL, opts: WorkerPoolOptions) {
     this.url = moduleUrl;
@@ -207,6 +228,7 @@ export class WorkerPool {
       isolation: 'thread',
       oomScoreAdj: null,
       retireAboveAnonymousBytes: 0,
+      stopAboveCombinedAnonymousBytes: 0,
       ...opts,
     };
     if (this.processes && (opts.workerData !== undefined || opts.resourceLimits))
@@ -340,6 +362,7 @@ export class WorkerPool {
       pending: new Map(),
       started: new Set(),
       ready: false,
+      stoppedFor: null,
     };
     const answered = (msg: Answer) => this.answered(slot, msg);
     slot.worker = this.processes ? this.spawnProcess(slot, answered) : this.spawnThread(slot, answered);
@@ -387,6 +410,7 @@ export class WorkerPool {
       if (!slot.ready && startOutput.length < 16_384) startOutput += chunk.toString();
     });
     slot.pid = child.pid ?? null;
+    this.watchMemory();
     if (this.opts.oomScoreAdj !== null && child.pid !== undefined) {
       try {
         writeFileSync(`/proc/${child.pid}/oom_score_adj`, String(this.opts.oomScoreAdj));
@@ -404,7 +428,9 @@ export class WorkerPool {
         slot.pending.delete(id);
         this.queue.unshift(job);
       }
-      if (slot.pending.size > 0) this.fail(slot, new WorkerProcessEnded(this.opts.name, code, signal));
+      const ended = (startError: string | null) =>
+        new WorkerProcessEnded(this.opts.name, code, signal, startError, slot.stoppedFor);
+      if (slot.pending.size > 0) this.fail(slot, ended(null));
       else if (!slot.ready) {
         this.remove(slot);
         // Its stderr may still hold the error when it exits: read to its end first. Killed by a
@@ -412,7 +438,7 @@ export class WorkerPool {
         // to start: that is no error of its own, and the next try may work.
         const failed = () => {
           const why = signal !== null ? null : (lastErrorLine(startOutput) ?? 'see its output above');
-          this.failStart(new WorkerProcessEnded(this.opts.name, code, signal, why));
+          this.failStart(ended(why));
         };
         if (stderr.closed) failed();
         else stderr.once('close', failed);
@@ -485,6 +511,41 @@ export class WorkerPool {
   }
 
   /**
+   * While child processes live: kills the largest once theirs and this process's anonymous memory
+   * together pass stopAboveCombinedAnonymousBytes (one at a time: the next look sees it gone).
+   */
+  private watchMemory(): void {
+    const ceiling = this.opts.stopAboveCombinedAnonymousBytes;
+    if (ceiling <= 0 || this.memoryTimer) return;
+    this.memoryTimer = setInterval(() => {
+      const live = this.slots.filter((s) => s.pid !== null);
+      if (live.length === 0 || this.closed) {
+        clearInterval(this.memoryTimer!);
+        this.memoryTimer = null;
+        return;
+      }
+      if (live.some((s) => s.stoppedFor !== null)) return;
+      const own = anonymousBytes('self');
+      if (own === null) return;
+      const held = live.map((slot) => ({ slot, bytes: anonymousBytes(slot.pid!) ?? 0 }));
+      const total = held.reduce((sum, h) => sum + h.bytes, own);
+      if (total <= ceiling) return;
+      const largest = held.reduce((a, b) => (b.bytes > a.bytes ? b : a));
+      const others = total - own - largest.bytes;
+      largest.slot.stoppedFor =
+        `it held ${mib(largest.bytes)} MiB and its parent ${mib(own)} MiB` +
+        (others > 0 ? ` (its siblings ${mib(others)} MiB)` : '') +
+        `, past the ${mib(ceiling)} MiB they may hold together`;
+      try {
+        process.kill(largest.slot.pid!, 'SIGKILL');
+      } catch {
+        // It ended meanwhile.
+      }
+    }, MEMORY_CHECK_MS);
+    this.memoryTimer.unref();
+  }
+
+  /**
    * Stops a worker once it has been idle: a spare (a worker beyond the first, in a pool that starts
    * them late) after spareIdleMs, any worker after idleMs.
    */
@@ -548,6 +609,8 @@ export class WorkerPool {
     this.closed = true;
     if (this.spareTimer) clearTimeout(this.spareTimer);
     this.spareTimer = null;
+    if (this.memoryTimer) clearInterval(this.memoryTimer);
+    this.memoryTimer = null;
     for (const q of this.queue.splice(0)) q.p.reject(new Error('worker pool is closed'));
     const hold = setInterval(() => {}, CLOSE_HOLD_MS);
     try {
@@ -560,7 +623,7 @@ export class WorkerPool {
 }
 
 /** A process's anonymous resident memory (RssAnon), or null where /proc does not tell. */
-function anonymousBytes(pid: number): number | null {
+function anonymousBytes(pid: number | 'self'): number | null {
   try {
     const m = /^RssAnon:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'latin1'));
     return m ? Number(m[1]) * 1024 : null;
@@ -577,6 +640,10 @@ function anonymousBytes(pid: number): number | null {
 function compileCacheEnv(): { env?: NodeJS.ProcessEnv } {
   const cache = module.getCompileCacheDir?.();
   return cache ? { env: { ...process.env, NODE_COMPILE_CACHE: cache } } : {};
+}
+
+function mib(bytes: number): number {
+  return Math.round(bytes / 1048576);
 }
 
 export type TaskHandlers = Record<string, (payload: never) => unknown | Promise<unknown>>;

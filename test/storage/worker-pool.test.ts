@@ -347,6 +347,34 @@ describe('WorkerPool', () => {
       await pool.close();
     });
 
+    it("a process whose memory and this process's pass stopAboveCombinedAnonymousBytes is stopped, its task told why", async () => {
+      const own =
+        Number(/^RssAnon:\s+(\d+) kB/m.exec(readFileSync('/proc/self/status', 'latin1'))![1]) * 1024;
+      const pool = new WorkerPool(url, {
+        ...processes,
+        stopAboveCombinedAnonymousBytes: own + 200 * 1024 * 1024,
+      });
+      try {
+        const small = await pool.run<number>('holdAndWait', { mib: 16, ms: 400 });
+        const err = await pool.run('holdAndWait', { mib: 300, ms: 20_000 }).then(
+          () => assert.fail('a process past the bound answered'),
+          (e: unknown) => e,
+        );
+        assert.ok(err instanceof WorkerProcessEnded, String(err));
+        assert.equal(err.signal, 'SIGKILL');
+        assert.equal(err.startError, null);
+        assert.match(
+          err.message,
+          /^the otelake-test process was stopped: it held (\d+) MiB and its parent \d+ MiB, past the \d+ MiB they may hold together, as the task needed more memory than the limit left it$/,
+        );
+        assert.ok(Number(/it held (\d+) MiB/.exec(err.message)![1]) >= 200, err.message);
+        const next = await pool.run<number>('holdAndWait', { mib: 16, ms: 0 });
+        assert.notEqual(next, small, 'the next task runs in a new process');
+      } finally {
+        await pool.close();
+      }
+    });
+
     it('a process stops once idle, and once a task leaves it above retireAboveAnonymousBytes', async () => {
       const pool = new WorkerPool(url, {
         ...processes,
