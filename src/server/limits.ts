@@ -30,13 +30,16 @@ const MiB = 1024 * 1024;
 /** The default of max_body_bytes_in_flight at most (a memory limit of 2 GiB or more). */
 const BODY_BYTES_IN_FLIGHT = 256 * MiB;
 /**
- * Request bodies hold at most this share of the memory limit by default. A body's decoding
- * takes several times its size beside it (its rows, the decoder's garbage), and the rest of the
- * server ~100-150 MiB: in a 256 MiB cgroup, 32 MiB of bodies and one decoder held through eight
- * clients sending the Collector's 8,192-span requests (7.2 MB of JSON each); 256 MiB of them did
- * not (killed by the kernel within 2 s). Measured in docs/benchmarks.md.
+ * Request bodies hold at most this share of the memory limit beyond SERVER_MEMORY by default. A
+ * body's decoding takes several times its size beside it (its rows, the decoder's garbage), and
+ * the rest of the server ~100-150 MiB: in a 256 MiB cgroup, eight clients sending the Collector's
+ * 8,192-span requests (7.2 MB of JSON each) took the server to 238-259 MiB of anonymous memory
+ * with 32 MiB of bodies (the kernel killed it in 2 of 16 runs), 202-230 MiB with 16; 256 MiB of
+ * them got it killed within 2 s. Measured in docs/benchmarks.md.
  */
 const BODY_SHARE_OF_MEMORY = 1 / 8;
+/** The memory the server takes without request bodies, which they do not share. */
+const SERVER_MEMORY = 128 * MiB;
 /** A decoder by default per this much of the memory limit (one takes 60-100 MiB with large requests). */
 const MEMORY_PER_DECODER = 256 * MiB;
 /** Reads answered at once by default. */
@@ -85,7 +88,10 @@ export function connectionLimit(configured: number | null, fileLimit: number | n
 /** Bytes of request bodies held at once: the configured number, else what the memory limit allows. */
 export function bodyBytesInFlight(configured: number | null, memory: number): number {
   if (configured !== null) return configured;
-  return Math.min(BODY_BYTES_IN_FLIGHT, Math.max(MiB, Math.floor(memory * BODY_SHARE_OF_MEMORY)));
+  return Math.min(
+    BODY_BYTES_IN_FLIGHT,
+    Math.max(MiB, Math.floor((memory - SERVER_MEMORY) * BODY_SHARE_OF_MEMORY)),
+  );
 }
 
 /** Decode worker threads: the configured number, else one per core, at most one per 256 MiB of memory. */

@@ -105,8 +105,8 @@ export interface ServerConfig {
   /**
    * Bytes of request bodies held at once, from the first byte read until the request is answered
    * (as sent while read and decoded, then as decoded rows): a new body beyond it gets 503 +
-   * Retry-After. A body alone is always let in. null: 256 MiB, or an eighth of the memory limit
-   * when that is less.
+   * Retry-After. A body alone is always let in. null: an eighth of what the memory limit leaves
+   * beyond 128 MiB, at most 256 MiB.
    */
   max_body_bytes_in_flight: number | null;
   /** Seconds from a request's first byte until its headers must be in (else 408, connection closed). */

@@ -28,8 +28,10 @@ const MiB = 1024 * 1024;
 
 test('the memory limit sets the defaults of bodies in flight and decode workers', () => {
   assert.equal(bodyBytesInFlight(null, 24 * 1024 * MiB), 256 * MiB);
-  assert.equal(bodyBytesInFlight(null, 256 * MiB), 32 * MiB);
-  assert.equal(bodyBytesInFlight(null, 1024 * MiB), 128 * MiB);
+  assert.equal(bodyBytesInFlight(null, 256 * MiB), 16 * MiB);
+  assert.equal(bodyBytesInFlight(null, 512 * MiB), 48 * MiB);
+  assert.equal(bodyBytesInFlight(null, 1024 * MiB), 112 * MiB);
+  assert.equal(bodyBytesInFlight(null, 2048 * MiB), 240 * MiB);
   assert.equal(bodyBytesInFlight(null, 16 * 1024 * MiB), 256 * MiB);
   assert.equal(bodyBytesInFlight(null, 4 * MiB), MiB);
   assert.equal(bodyBytesInFlight(5000, 256 * MiB), 5000, 'a configured number wins');
@@ -60,7 +62,7 @@ test('memory_limit_bytes: the server plans for it and says so; null or a positiv
     const h = (await getJson(`${s.url}/healthz`)).body;
     assert.equal(h.memory.limit, 256 * MiB);
     assert.equal(h.decode.threads, 1);
-    assert.equal(h.http.max_body_bytes_in_flight, 32 * MiB);
+    assert.equal(h.http.max_body_bytes_in_flight, 16 * MiB);
     assert.equal(h.reads.max_in_flight, 1);
   } finally {
     await s.close();
@@ -203,10 +205,10 @@ test('in a 256 MiB cgroup the server plans for it and holds the Collector-size r
   const h = await health();
   assert.equal(h.memory.limit, 256 * MiB, 'the limit read from the cgroup');
   assert.equal(h.decode.threads, decodeWorkerCount(null, availableParallelism(), 256 * MiB));
-  assert.equal(h.http.max_body_bytes_in_flight, 32 * MiB);
+  assert.equal(h.http.max_body_bytes_in_flight, 16 * MiB);
   assert.match(
     log(),
-    /memory limit 256 MiB \(the cgroup's\): 1 decode worker, 32 MiB of request bodies in flight, 1 read at once, 65536 rows of a table per request/,
+    /memory limit 256 MiB \(the cgroup's\): 1 decode worker, 16 MiB of request bodies in flight, 1 read at once, 65536 rows of a table per request/,
   );
 
   // Eight clients, each sending 8,192 spans (~7 MB of JSON) a request, as fast as answered, for 4 s.
