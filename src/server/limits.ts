@@ -27,13 +27,13 @@ const TIMEOUT_CHECK_INTERVAL_MS = 1000;
  */
 const RESERVED_FDS = 256;
 const MiB = 1024 * 1024;
-/** The default of max_body_bytes_in_flight at most (a memory limit of 2 GiB or more). */
+/** The default of max_body_bytes_in_flight at most (a memory limit of 2,176 MiB or more). */
 const BODY_BYTES_IN_FLIGHT = 256 * MiB;
 /**
  * Request bodies hold at most this share of the memory limit beyond SERVER_MEMORY by default. A
  * body's decoding takes several times its size beside it (its rows, the decoder's garbage), and
  * the rest of the server ~100-150 MiB: in a 256 MiB cgroup, eight clients sending the Collector's
- * 8,192-span requests (7.2 MB of JSON each) took the server to 238-259 MiB of anonymous memory
+ * 8,192-span requests (7.2 MB of JSON each) took the server to 227-259 MiB of anonymous memory
  * with 32 MiB of bodies (the kernel killed it in 2 of 16 runs), 202-230 MiB with 16; 256 MiB of
  * them got it killed within 2 s. Measured in docs/benchmarks.md.
  */
