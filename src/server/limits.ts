@@ -34,8 +34,9 @@ const BODY_BYTES_IN_FLIGHT = 256 * MiB;
  * body's decoding takes several times its size beside it (its rows, the decoder's garbage), and
  * the rest of the server ~100-150 MiB: in a 256 MiB cgroup, eight clients sending the Collector's
  * 8,192-span requests (7.2 MB of JSON each) took the server to 227-259 MiB of anonymous memory
- * with 32 MiB of bodies (the kernel killed it in 2 of 16 runs), 202-230 MiB with 16; 256 MiB of
- * them got it killed within 2 s. Measured in docs/benchmarks.md.
+ * with 32 MiB of bodies (the kernel killed it in 2 of 16 runs), 202-230 MiB with 16 (none of 20),
+ * though outside a cgroup the two peaked alike (201-249 and 222-239); 256 MiB of them got it
+ * killed within 2 s. Measured in docs/benchmarks.md.
  */
 const BODY_SHARE_OF_MEMORY = 1 / 8;
 /** The memory the server takes without request bodies, which they do not share. */

@@ -355,7 +355,7 @@ describe('WorkerPool', () => {
         stopAboveCombinedAnonymousBytes: own + 200 * 1024 * 1024,
       });
       try {
-        const small = await pool.run<number>('holdAndWait', { mib: 16, ms: 400 });
+        const small = await pool.run<number>('hold', 16);
         const err = await pool.run('holdAndWait', { mib: 300, ms: 20_000 }).then(
           () => assert.fail('a process past the bound answered'),
           (e: unknown) => e,
@@ -368,7 +368,7 @@ describe('WorkerPool', () => {
           /^the otelake-test process was stopped: it held (\d+) MiB and its parent \d+ MiB, past the \d+ MiB they may hold together, as the task needed more memory than the limit left it$/,
         );
         assert.ok(Number(/it held (\d+) MiB/.exec(err.message)![1]) >= 200, err.message);
-        const next = await pool.run<number>('holdAndWait', { mib: 16, ms: 0 });
+        const next = await pool.run<number>('hold', 16);
         assert.notEqual(next, small, 'the next task runs in a new process');
       } finally {
         await pool.close();
