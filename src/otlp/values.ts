@@ -121,14 +121,26 @@ export function flags(v: unknown, field: string): bigint {
   return n;
 }
 
-/** A double field (0 when absent): numbers, "NaN"/"Infinity"/"-Infinity" and numeric strings. */
+/** A JSON number, as protobuf's JSON mapping takes a double written as a string. */
+const DOUBLE_RE = /^-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?$/;
+
+/**
+ * A double field (0 when absent): numbers, "NaN"/"Infinity"/"-Infinity" and numeric strings.
+ * A string must be a JSON number that fits a double: `Number` alone would take "0x10" as 16,
+ * " 1 " as 1 and "1e400" as Infinity, which protobuf's JSON parsers refuse.
+ */
 export function double(v: unknown, field: string): number {
   if (typeof v === 'number') return v;
   if (v === undefined || v === null) return 0;
   if (typeof v === 'string') {
-    const n = Number(v);
-    if ((!Number.isNaN(n) || v === 'NaN') && v.trim() !== '') return n;
-    throw new OtlpDecodeError(`${field}: "${v.slice(0, 40)}" is not a number`);
+    if (v === 'NaN') return Number.NaN;
+    if (v === 'Infinity') return Number.POSITIVE_INFINITY;
+    if (v === '-Infinity') return Number.NEGATIVE_INFINITY;
+    const n = DOUBLE_RE.test(v) ? Number(v) : Number.NaN;
+    if (Number.isFinite(n)) return n;
+    throw new OtlpDecodeError(
+      `${field}: "${v.slice(0, 40)}" is not a finite JSON number, "NaN", "Infinity" or "-Infinity"`,
+    );
   }
   if (typeof v === 'bigint') return Number(v);
   return fail(field, 'a number', v);

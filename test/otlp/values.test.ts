@@ -264,6 +264,24 @@ test('NaN and infinities: doubles as strings in JSON, numbers in rows, strings i
   assert.deepEqual(h.explicit_bounds, [1, Number.POSITIVE_INFINITY]);
 });
 
+test('doubles as strings: every JSON number form is read as that number', () => {
+  const forms = ['0', '-0', '7', '-0.5', '1e3', '1E-3', '123.456e+2', '1.7976931348623157e308', '5e-324'];
+  const points = forms.map((v) => ({
+    asDouble: v,
+    timeUnixNano: '5',
+    attributes: [attr('d', { doubleValue: v })],
+  }));
+  const m = mapJson('metrics', {
+    resourceMetrics: [{ scopeMetrics: [{ metrics: [{ name: 'g', gauge: { dataPoints: points } }] }] }],
+  });
+  const rows = m.tables.metrics_points!;
+  assert.equal(rows.length, forms.length);
+  forms.forEach((v, i) => {
+    assert.ok(Object.is(rows[i]!.value_double, Number(v)), v);
+    assert.equal(rows[i]!.attributes, `{"d":${JSON.stringify(Number(v))}}`, v);
+  });
+});
+
 test('NaN and infinities survive protobuf', async () => {
   const codec = (await loadProtobuf())!;
   const tree = {
@@ -475,10 +493,29 @@ test('malformed bodies throw OtlpDecodeError with a useful message', async () =>
       `{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"${'ab'.repeat(16)}","spanId":"${'cd'.repeat(8)}","flags":4294967296}]}]}]}`,
       /flags: 4294967296 is outside the 32-bit unsigned range/,
     ],
+    // A double as a string is a JSON number a double holds: not hex, padded, empty or overflowing.
+    ...['0x10', ' 1', '1 ', '', '1e400', '-1e400', '+1', '.5', '1.', 'infinity', '1_0'].flatMap(
+      (v): [string, RegExp][] => [
+        [
+          `{"resourceMetrics":[{"scopeMetrics":[{"metrics":[{"name":"g","gauge":{"dataPoints":[{"asDouble":"${v}"}]}}]}]}]}`,
+          /asDouble: ".*" is not a finite JSON number/,
+        ],
+        [
+          `{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"attributes":[{"key":"d","value":{"doubleValue":"${v}"}}]}]}]}]}`,
+          /doubleValue: ".*" is not a finite JSON number/,
+        ],
+      ],
+    ),
   ];
+  const signalOf = (text: string) =>
+    text.startsWith('{"resourceSpans"')
+      ? 'traces'
+      : text.startsWith('{"resourceMetrics"')
+        ? 'metrics'
+        : 'logs';
   for (const [text, message] of bad) {
     assert.throws(
-      () => mapJsonText(text.startsWith('{"resourceSpans"') ? 'traces' : 'logs', text),
+      () => mapJsonText(signalOf(text), text),
       (err: unknown) => err instanceof OtlpDecodeError && message.test(err.message),
       text,
     );
