@@ -123,8 +123,15 @@ const SUPPORTED_ENCODINGS: readonly string[] = [
 ];
 
 /**
+ * At most this many codings besides identity. Each may inflate up to the body limit, so stacked
+ * ones add up: a 64 KB body of seven gzip layers, each ~56 MB, took 0.37 s of CPU to undo
+ * against 0.05 s for one layer. No exporter stacks codings (the Collector takes one); HTTP allows it.
+ */
+const MAX_CODINGS = 2;
+
+/**
  * The codings to undo, in order, for a Content-Encoding header (codings are listed in the order
- * applied). Throws a BodyError (415) naming an unknown coding.
+ * applied). Throws a BodyError (415) naming an unknown coding, or for more than MAX_CODINGS.
  */
 export function codingsFor(header: string | undefined): string[] {
   if (header === undefined || header === '') return [];
@@ -140,6 +147,12 @@ export function codingsFor(header: string | undefined): string[] {
       );
     }
     out.push(coding);
+  }
+  if (out.length > MAX_CODINGS) {
+    throw new BodyError(
+      415,
+      `Content-Encoding "${header.slice(0, 100)}" stacks ${out.length} codings: at most ${MAX_CODINGS} are undone`,
+    );
   }
   return out;
 }

@@ -95,6 +95,17 @@ describe('readBody and decompress', () => {
     assert.equal(codingsFor('identity').length, 0);
   });
 
+  test('at most two codings besides identity are undone; a third is refused before reading', async () => {
+    const twice = zlib.gzipSync(zlib.gzipSync(payload));
+    const ok = await post(twice, { 'content-encoding': 'gzip, identity, gzip, identity' });
+    assert.equal(ok.status, 200);
+    assert.ok(ok.bytes.equals(payload));
+    const thrice = zlib.gzipSync(twice);
+    const res = await post(thrice, { 'content-encoding': 'gzip, gzip, gzip' });
+    assert.equal(res.status, 415);
+    assert.match(res.bytes.toString(), /stacks 3 codings: at most 2 are undone/);
+  });
+
   test('gunzip sizes its buffer from the gzip trailer, bounded by the body and the limit', async () => {
     const gz = zlib.gzipSync(payload);
     assert.equal(gunzipBufferSize(gz, LIMIT), payload.length + 1);
